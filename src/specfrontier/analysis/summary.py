@@ -1,0 +1,188 @@
+"""Cell summaries over repeats, computed from the store alone.
+
+Each figure of a cell is the median over its repeats, with the lowest and highest repeat kept as the
+spread (with 3 repeats this is the full range: a conservative, assumption-free spread). Acceptance is
+pooled over repeats: counts are summed first, then divided, so a short repeat does not weigh as much
+as a long one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specfrontier.metrics import CellMetrics, cell_metrics
+from specfrontier.records import SpecCounters
+from specfrontier.store import CellRow, RunRow, SettingRow, Store
+
+NOISY_SPREAD = 0.10
+"""A cell whose (max - min) / median over repeats exceeds this is flagged noisy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """A figure over repeats: median and the lowest/highest repeat."""
+
+    median: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float | None]) -> Figure:
+        present = [v for v in values if v is not None]
+        if not present:
+            return cls(None, None, None, 0)
+        return cls(statistics.median(present), min(present), max(present), len(present))
+
+    @property
+    def relative_spread(self) -> float | None:
+        """(high - low) / median: 0 for identical repeats."""
+        if self.median is None or self.low is None or self.high is None or self.median == 0:
+            return None
+        return (self.high - self.low) / self.median
+
+
+@dataclass(frozen=True, slots=True)
+class CellSummary:
+    setting: str
+    concurrency: int
+    workload: str
+    repeats: int
+    per_request_tok_s_p50: Figure
+    per_request_tok_s_p10: Figure
+    aggregate_tok_s: Figure
+    ttft_p50_ms: Figure
+    ttft_p90_ms: Figure
+    ttft_p99_ms: Figure
+    tpot_p50_ms: Figure
+    tpot_p90_ms: Figure
+    achieved_concurrency: Figure
+    requests: int
+    errors: int
+    counters: SpecCounters | None
+    acceptance_source: str | None
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        c = self.counters
+        return c.accepted_tokens / c.draft_tokens if c and c.draft_tokens > 0 else None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        c = self.counters
+        return 1.0 + c.accepted_tokens / c.verify_steps if c and c.verify_steps > 0 else None
+
+    @property
+    def noisy(self) -> bool:
+        spread = self.aggregate_tok_s.relative_spread
+        return spread is not None and spread > NOISY_SPREAD
+
+    @property
+    def client_limited(self) -> bool:
+        """Achieved concurrency well below the requested one: queueing, capacity or a slow client."""
+        got = self.achieved_concurrency.median
+        return got is not None and got < 0.8 * self.concurrency
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """Everything a report needs about one run, read from the store."""
+
+    run: RunRow
+    settings: tuple[SettingRow, ...]
+    cells: tuple[CellSummary, ...]
+
+    @property
+    def concurrency_levels(self) -> tuple[int, ...]:
+        return tuple(sorted({c.concurrency for c in self.cells}))
+
+    @property
+    def baseline(self) -> str | None:
+        return next((s.name for s in self.settings if not s.speculative), None)
+
+    def cell(self, setting: str, concurrency: int) -> CellSummary | None:
+        return next((c for c in self.cells if c.setting == setting and c.concurrency == concurrency), None)
+
+    def setting(self, name: str) -> SettingRow:
+        return next(s for s in self.settings if s.name == name)
+
+    def measured_settings(self) -> list[str]:
+        names = {c.setting for c in self.cells}
+        return [s.name for s in self.settings if s.name in names]
+
+    def pooled_counters(self, setting: str) -> SpecCounters | None:
+        """The setting's counters summed over all its cells (windows only)."""
+        parts = [c.counters for c in self.cells if c.setting == setting and c.counters is not None]
+        if not parts:
+            return None
+        return _sum_counters(parts)
+
+
+def _sum_counters(parts: Sequence[SpecCounters]) -> SpecCounters:
+    width = max(len(p.accepted_per_position) for p in parts)
+    per_pos = [0] * width
+    for p in parts:
+        for i, v in enumerate(p.accepted_per_position):
+            per_pos[i] += v
+    return SpecCounters(
+        sum(p.draft_tokens for p in parts),
+        sum(p.accepted_tokens for p in parts),
+        sum(p.verify_steps for p in parts),
+        tuple(per_pos),
+    )
+
+
+def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
+    first = group[0][0]
+    metrics = [m for _, m in group]
+
+    def fig(get: Callable[[CellMetrics], float | None]) -> Figure:
+        return Figure.of([get(m) for m in metrics])
+
+    counters = [row.counters for row, _ in group if row.counters is not None]
+    sources = {row.acceptance_source for row, _ in group if row.acceptance_source}
+    return CellSummary(
+        setting=first.setting_id,
+        concurrency=first.concurrency,
+        workload=first.workload,
+        repeats=len(group),
+        per_request_tok_s_p50=fig(lambda m: m.per_request_tok_s_p50),
+        per_request_tok_s_p10=fig(lambda m: m.per_request_tok_s_p10),
+        aggregate_tok_s=fig(lambda m: m.aggregate_tok_s),
+        ttft_p50_ms=fig(lambda m: m.ttft_p50_ms),
+        ttft_p90_ms=fig(lambda m: m.ttft_p90_ms),
+        ttft_p99_ms=fig(lambda m: m.ttft_p99_ms),
+        tpot_p50_ms=fig(lambda m: m.tpot_p50_ms),
+        tpot_p90_ms=fig(lambda m: m.tpot_p90_ms),
+        achieved_concurrency=fig(lambda m: m.achieved_concurrency),
+        requests=sum(m.requests for m in metrics),
+        errors=sum(m.errors for m in metrics),
+        counters=_sum_counters(counters) if counters else None,
+        acceptance_source=" + ".join(sorted(sources)) or None,
+    )
+
+
+def summarise_cells(rows: Sequence[CellRow]) -> list[CellSummary]:
+    """Group stored repeats by (setting, workload, concurrency) and summarise each group."""
+    groups: dict[tuple[str, str, int], list[tuple[CellRow, CellMetrics]]] = defaultdict(list)
+    for row in rows:
+        if row.requests:
+            groups[(row.setting_id, row.workload, row.concurrency)].append((row, cell_metrics(row.requests)))
+    return [_summarise(sorted(g, key=lambda x: x[0].repeat)) for _, g in sorted(groups.items())]
+
+
+def load_run(store: Store, run_id: str) -> RunData:
+    """Read a run and summarise its cells (the store is the only input)."""
+    run = store.run(run_id)
+    return RunData(run, tuple(store.settings(run_id)), tuple(summarise_cells(store.cells(run_id))))
+
+
+def figure_json(fig: Figure) -> dict[str, Any]:
+    return {"median": fig.median, "min": fig.low, "max": fig.high, "repeats": fig.n}
+
+
+__all__ = ["NOISY_SPREAD", "CellSummary", "Figure", "RunData", "figure_json", "load_run", "summarise_cells"]

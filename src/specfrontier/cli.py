@@ -1,0 +1,179 @@
+"""Command line: thin wrappers that parse, call the library once, and print.
+
+Errors are printed as `ClassName: message` with no traceback (add --debug for one); a config error
+exits 2 before any server starts; an interrupted sweep exits 130 and says how to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from specfrontier.analysis import load_run
+from specfrontier.config import LlamaCppSetting, load_config
+from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
+from specfrontier.report import print_report, report_json, report_markdown
+from specfrontier.store import Store
+from specfrontier.sweep import CellDone, Sweep, SweepEvents, open_sweep
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Find the best speculative-decoding settings for an inference server, per concurrency.",
+)
+console = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+_state = {"debug": False}
+
+StoreOption = Annotated[Path, typer.Option("--store", help="SQLite result store.")]
+
+
+class ReportFormat(StrEnum):
+    terminal = "terminal"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.callback()
+def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False) -> None:
+    """Find the best speculative-decoding settings for an inference server, per concurrency."""
+    _state["debug"] = debug
+
+
+def _events(quiet: bool) -> SweepEvents:
+    if quiet:
+        return SweepEvents()
+
+    def start(setting: LlamaCppSetting, argv: list[str]) -> None:
+        console.print(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(Path(argv[0]).name)}")
+
+    def ready(setting: LlamaCppSetting, startup_s: float, capacity: int) -> None:
+        console.print(f"  ready in {startup_s:.2f} s, capacity {capacity} slots")
+
+    def failed(setting: LlamaCppSetting, message: str) -> None:
+        console.print(f"  [red]failed[/red]: {escape(message.splitlines()[0])} (recorded; continuing)")
+
+    def cell(done: CellDone) -> None:
+        m = done.metrics
+        rate = ""
+        c = done.counters
+        if c is not None and c.draft_tokens:
+            rate = f", accept {c.accepted_tokens / c.draft_tokens:.0%}"
+        agg = f"{m.aggregate_tok_s:.1f}" if m.aggregate_tok_s is not None else "-"
+        per = f"{m.per_request_tok_s_p50:.1f}" if m.per_request_tok_s_p50 is not None else "-"
+        errs = f", [red]{m.errors} errors[/red]" if m.errors else ""
+        console.print(
+            f"  C={done.concurrency} repeat {done.repeat + 1}: {agg} tok/s aggregate, {per} tok/s per request"
+            f"{rate}{errs}"
+        )
+
+    return SweepEvents(start, ready, failed, cell)
+
+
+async def _run_sweep(sweep: Sweep, run_id: str) -> None:
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # SIGTERM stops like Ctrl-C
+    await sweep.run(run_id)
+
+
+@app.command()
+def tune(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="YAML config; default: the embedded CPU sweep.")
+    ] = None,
+    store: Annotated[Path | None, typer.Option("--store", help="SQLite store (overrides the config's).")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue an interrupted run (its stored config is used).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+) -> None:
+    """Launch the engine per setting, measure every concurrency level, store, and report."""
+    cfg = load_config(config) if resume is None else None
+    sweep, run_id = open_sweep(cfg, store, resume=resume, events=_events(quiet))
+    if not quiet:
+        console.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")
+    try:
+        asyncio.run(_run_sweep(sweep, run_id))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        err.print(
+            f"interrupted: every finished cell is stored; resume with: specfrontier tune --resume {run_id} "
+            f"--store {sweep.store.path}"
+        )
+        raise typer.Exit(130) from None
+    print_report(load_run(sweep.store, run_id), console)
+    console.print(f"\nstored as run {run_id} in {escape(str(sweep.store.path))}")
+
+
+@app.command()
+def runs(
+    store: StoreOption = Path("specfrontier.db"),
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON list for scripts.")] = False,
+) -> None:
+    """List the runs in a store."""
+    rows = _open_existing(store).runs()
+    if as_json:
+        items = [{"id": r.run_id, "engine": r.engine, "status": r.status, "created": r.created_at} for r in rows]
+        sys.stdout.write(json.dumps(items, indent=2) + "\n")
+        return
+    if not rows:
+        console.print("no runs")
+    for r in rows:
+        console.print(f"{r.run_id}  {r.engine:9}  {r.status:11}  {r.created_at}")
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="Run id (see `specfrontier runs`).")],
+    store: StoreOption = Path("specfrontier.db"),
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.terminal,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
+) -> None:
+    """Print the tables, crossovers and recommendation of a stored run."""
+    data = load_run(_open_existing(store), run_id)
+    if fmt is ReportFormat.terminal:
+        target = Console(file=output.open("w", encoding="utf-8"), width=160) if output else console
+        print_report(data, target)
+        return
+    text = json.dumps(report_json(data), indent=2) + "\n" if fmt is ReportFormat.json else report_markdown(data)
+    if output:
+        output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def _open_existing(path: Path) -> Store:
+    if not path.exists():
+        raise StoreError(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
+    return Store(path)
+
+
+def main() -> None:
+    """Entry point: run the app and turn our errors into one line and an exit code."""
+    try:
+        app(standalone_mode=False)
+    except SpecFrontierError as exc:
+        if _state["debug"]:
+            raise
+        err.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
+        sys.exit(2 if isinstance(exc, ConfigError) else 1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.exceptions.TyperException as exc:  # usage errors (unknown option, bad value)
+        err.print(f"[red]Usage error[/red]: {escape(exc.format_message())}")
+        sys.exit(exc.exit_code)
+
+
+__all__ = ["app", "main"]

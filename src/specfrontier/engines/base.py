@@ -1,0 +1,96 @@
+"""The contract every engine adapter fulfils.
+
+An adapter knows one inference engine's real interface: how a setting becomes a command line (with
+flag spellings probed from the installed version's `--help`), how to tell it is ready, where it reports
+its capacity, and where its speculative counters live. It holds no results: the sweep asks it for
+commands and readings and stores what comes back. Adapters are cheap to build; `prepare()` does the
+checks that can fail before any server is launched.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import aiohttp
+
+from specfrontier.config import LlamaCppSetting
+from specfrontier.records import RequestSpecStats, SpecCounters
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """How many requests the running server admits at once, and where that figure was read."""
+
+    max_running_requests: int
+    source: str
+    context_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowAcceptance:
+    """Speculative counters accumulated during exactly one measured window."""
+
+    counters: SpecCounters
+    source: str
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        c = self.counters
+        return c.accepted_tokens / c.draft_tokens if c.draft_tokens > 0 else None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """tau = 1 + accepted drafts / verification steps (includes the bonus token)."""
+        c = self.counters
+        return 1.0 + c.accepted_tokens / c.verify_steps if c.verify_steps > 0 else None
+
+    @property
+    def per_position_rate(self) -> tuple[float, ...]:
+        """P(draft position i accepted) per verification step."""
+        c = self.counters
+        if c.verify_steps <= 0:
+            return ()
+        return tuple(a / c.verify_steps for a in c.accepted_per_position)
+
+
+class EngineAdapter(ABC):
+    """One engine. Methods are called in this order: prepare, then per setting command -> (server
+    runs) -> capacity -> spec_counters before and after each window."""
+
+    name: ClassVar[str]
+    health_path: ClassVar[str] = "/health"
+
+    @abstractmethod
+    def prepare(self, settings: tuple[LlamaCppSetting, ...]) -> None:
+        """Resolve binaries and model files and check every setting against the installed version.
+
+        Raises ConfigError or DependencyError; never starts a server.
+        """
+
+    @abstractmethod
+    def command(self, setting: LlamaCppSetting, *, port: int, slots: int) -> list[str]:
+        """The exact argv that serves `setting` on 127.0.0.1:`port`."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """A human-readable version string of the engine binary (for the environment record)."""
+
+    @abstractmethod
+    async def capacity(self, session: aiohttp.ClientSession, base_url: str) -> Capacity:
+        """Read back the resolved capacity from the running server (never assumed from flags)."""
+
+    @abstractmethod
+    async def spec_counters(self, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
+        """Cumulative speculative counters now, or None if the server exposes none."""
+
+    @abstractmethod
+    def request_spec_stats(self, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+        """Per-request speculative counts found in one parsed stream chunk, if any."""
+
+    counters_source: ClassVar[str] = ""
+
+
+__all__ = ["Capacity", "EngineAdapter", "WindowAcceptance"]

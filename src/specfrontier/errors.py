@@ -1,0 +1,72 @@
+"""The one exception tree of specfrontier.
+
+    SpecFrontierError
+     ├── ConfigError          bad config or CLI input; raised before any server is launched
+     ├── EngineError          an inference server could not be used
+     │    ├── EngineStartError    the process exited or refused to start (carries the log tail)
+     │    ├── EngineTimeout       the process lived but never became ready in time
+     │    └── EngineResponseError the server answered with something we cannot interpret
+     ├── StoreError           the SQLite store is missing, from another schema version, or has no such run
+     └── DependencyError      an optional package or binary is not installed (names what to install)
+
+Messages follow `<where>: <field> = <value seen>: <what is wrong>; fix: <one action>` so that the CLI
+can print `ClassName: message` without a traceback and the user still knows what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SpecFrontierError(Exception):
+    """Root of every error specfrontier raises on purpose."""
+
+
+class ConfigError(SpecFrontierError):
+    """Invalid configuration or command-line input."""
+
+
+class EngineError(SpecFrontierError):
+    """An inference server could not be launched, reached or understood."""
+
+
+class EngineStartError(EngineError):
+    """The server process exited (crash, bad flag, out of memory) before it became ready."""
+
+    def __init__(self, message: str, *, log_path: Path | None = None, log_tail: str = "") -> None:
+        detail = message
+        if log_path is not None:
+            detail += f" (log: {log_path})"
+        if log_tail:
+            detail += "\n--- last lines of the server log ---\n" + log_tail
+        super().__init__(detail)
+        self.log_path = log_path
+        self.log_tail = log_tail
+
+
+class EngineTimeout(EngineStartError):
+    """The server process stayed alive but did not report ready within the timeout."""
+
+
+class EngineResponseError(EngineError):
+    """The server answered, but not in the shape its interface documents."""
+
+
+class StoreError(SpecFrontierError):
+    """The result store cannot be used as asked."""
+
+
+class DependencyError(SpecFrontierError):
+    """A package or binary that this feature needs is not installed."""
+
+
+__all__ = [
+    "ConfigError",
+    "DependencyError",
+    "EngineError",
+    "EngineResponseError",
+    "EngineStartError",
+    "EngineTimeout",
+    "SpecFrontierError",
+    "StoreError",
+]

@@ -1,0 +1,58 @@
+"""Closed-loop load: keep exactly `concurrency` requests in flight until `num_requests` were sent.
+
+Closed loop (a fixed number of users, each sending its next request as soon as the previous one ends)
+is the load model in which "concurrency" means what the speculative-decoding trade-off depends on: the
+batch the server runs. Warmup is the caller's job: call `run_closed_loop` once and discard the records,
+then call it again for the measured window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from specfrontier.load.client import StreamingClient
+from specfrontier.records import Prompt, RequestRecord, Sampling
+
+
+async def run_closed_loop(
+    client: StreamingClient,
+    prompts: Sequence[Prompt],
+    sampling: Sampling,
+    *,
+    concurrency: int,
+    num_requests: int,
+) -> list[RequestRecord]:
+    """Send `num_requests` requests with `concurrency` workers; return the records in send order.
+
+    Request i uses `prompts[i % len(prompts)]`. A worker takes the next index the moment its previous
+    request ends, so exactly `concurrency` requests are in flight until the last one has been sent,
+    after which the remaining ones drain. `client.send` never raises for server-side failures; if it
+    raises anyway (a bug), the other workers are cancelled and the exception propagates.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if num_requests < 0:
+        raise ValueError(f"num_requests must be >= 0, got {num_requests}")
+    if not prompts:
+        raise ValueError("prompts must not be empty")
+    records: list[RequestRecord | None] = [None] * num_requests
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < num_requests:
+            # No await between reading and bumping the index: workers share it without a lock.
+            index = next_index
+            next_index += 1
+            records[index] = await client.send(prompts[index % len(prompts)], sampling)
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(min(concurrency, num_requests)):
+            group.create_task(worker())
+    done = [record for record in records if record is not None]
+    assert len(done) == num_requests, "every index is taken by exactly one worker"
+    return done
+
+
+__all__ = ["run_closed_loop"]

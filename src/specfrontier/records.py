@@ -1,0 +1,112 @@
+"""Raw, immutable records that cross module boundaries during a sweep.
+
+They hold times and counts exactly as observed; every derived figure (TTFT, TPOT, tok/s ...) is
+computed from them in `metrics`, never stored twice. Times are `time.perf_counter_ns()` values
+(CLOCK_MONOTONIC on Linux), taken when a network read returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ApiKind = Literal["chat", "completion"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request body to send: a chat conversation or a raw completion prompt."""
+
+    prompt_id: str
+    category: str
+    api: ApiKind
+    max_tokens: int
+    messages: tuple[tuple[str, str], ...] = ()
+    """(role, content) pairs, for `api == "chat"`."""
+    text: str = ""
+    """The raw prompt, for `api == "completion"`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Sampling parameters sent with every request of a cell (set explicitly: engine defaults differ)."""
+
+    temperature: float = 0.0
+    top_p: float | None = None
+    ignore_eos: bool = False
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpecStats:
+    """Per-request speculative counts reported by the server (llama.cpp `timings.draft_n*`)."""
+
+    draft_tokens: int
+    accepted_tokens: int
+    verify_steps: int | None = None
+
+
+SpecStatsExtractor = Callable[[Mapping[str, Any]], RequestSpecStats | None]
+"""Engine-specific hook: given one parsed stream chunk, return the request's spec counts if present."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What one streamed request did, as seen by the client."""
+
+    prompt_id: str
+    send_ns: int
+    """perf_counter_ns just before the request was written."""
+    end_ns: int
+    """perf_counter_ns when the stream ended (or failed)."""
+    first_token_ns: int | None
+    """Arrival of the first chunk with non-empty generated text; None if none arrived."""
+    chunk_ns: tuple[int, ...] = ()
+    """Arrival time of every chunk that carried generated text."""
+    chunk_tokens: tuple[int, ...] | None = None
+    """Tokens per content chunk when the server reports them; None when unknown."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    """From the server's `usage` (never from counting chunks: one chunk may carry several tokens)."""
+    spec: RequestSpecStats | None = None
+    finish_reason: str | None = None
+    output_text: str = ""
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True, slots=True)
+class SpecCounters:
+    """A snapshot of an engine's cumulative speculative counters (diffed around a window)."""
+
+    draft_tokens: int
+    accepted_tokens: int
+    verify_steps: int
+    accepted_per_position: tuple[int, ...] = field(default_factory=tuple)
+
+    def minus(self, before: SpecCounters) -> SpecCounters:
+        """Counts accumulated between `before` and this snapshot."""
+        n = max(len(self.accepted_per_position), len(before.accepted_per_position))
+        after_pos = self.accepted_per_position + (0,) * (n - len(self.accepted_per_position))
+        before_pos = before.accepted_per_position + (0,) * (n - len(before.accepted_per_position))
+        return SpecCounters(
+            draft_tokens=self.draft_tokens - before.draft_tokens,
+            accepted_tokens=self.accepted_tokens - before.accepted_tokens,
+            verify_steps=self.verify_steps - before.verify_steps,
+            accepted_per_position=tuple(a - b for a, b in zip(after_pos, before_pos, strict=True)),
+        )
+
+
+__all__ = [
+    "ApiKind",
+    "Prompt",
+    "RequestRecord",
+    "RequestSpecStats",
+    "Sampling",
+    "SpecCounters",
+    "SpecStatsExtractor",
+]

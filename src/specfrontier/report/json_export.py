@@ -1,0 +1,151 @@
+"""Machine-readable report: one object per cell, plus the run, decisions and definitions.
+
+Validated by pydantic models so the shape scripts rely on is explicit and documented in one place.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
+from specfrontier.analysis.summary import CellSummary, figure_json
+
+
+class _Export(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SettingExport(_Export):
+    name: str = Field(description="Setting label.")
+    parameters: dict[str, Any] = Field(description="Parameters set explicitly for this setting.")
+
+
+class CellExport(_Export):
+    setting: SettingExport
+    workload: str = Field(description="Prompt set, temperature, max tokens and EOS handling of the cell.")
+    concurrency: int = Field(description="Requested closed-loop concurrency C.")
+    repeats: int = Field(description="Measured repeats of the cell.")
+    per_request_tok_s_p50: float | None = Field(description="Median over repeats of the p50 per-request tok/s.")
+    per_request_tok_s_p10: float | None = Field(description="Median over repeats of the p10 per-request tok/s.")
+    aggregate_tok_s: float | None = Field(description="Median over repeats of aggregate output tok/s.")
+    ttft_p50_ms: float | None = Field(description="Median over repeats of p50 TTFT (ms).")
+    ttft_p99_ms: float | None = Field(description="Median over repeats of p99 TTFT (ms).")
+    tpot_p50_ms: float | None = Field(description="Median over repeats of p50 TPOT (ms).")
+    achieved_concurrency: float | None = Field(description="Median over repeats of mean requests in flight.")
+    acceptance_rate: float | None = Field(description="Accepted / drafted tokens, pooled over repeats.")
+    acceptance_length: float | None = Field(description="1 + accepted / verification steps, pooled.")
+    acceptance_source: str | None = Field(description="Where the acceptance counts were read.")
+    capacity: int | None = Field(description="Max concurrent requests read back from the server.")
+    requests: int = Field(description="Requests over all repeats.")
+    errors: int = Field(description="Failed requests over all repeats.")
+    noisy: bool = Field(description="Aggregate tok/s range over repeats > 10% of the median.")
+    spread: dict[str, dict[str, Any]] = Field(description="median/min/max per figure over repeats.")
+
+
+def _cell(data: RunData, c: CellSummary) -> CellExport:
+    s = data.setting(c.setting)
+    return CellExport(
+        setting=SettingExport(name=s.name, parameters=s.params),
+        workload=c.workload,
+        concurrency=c.concurrency,
+        repeats=c.repeats,
+        per_request_tok_s_p50=c.per_request_tok_s_p50.median,
+        per_request_tok_s_p10=c.per_request_tok_s_p10.median,
+        aggregate_tok_s=c.aggregate_tok_s.median,
+        ttft_p50_ms=c.ttft_p50_ms.median,
+        ttft_p99_ms=c.ttft_p99_ms.median,
+        tpot_p50_ms=c.tpot_p50_ms.median,
+        achieved_concurrency=c.achieved_concurrency.median,
+        acceptance_rate=c.acceptance_rate,
+        acceptance_length=c.acceptance_length,
+        acceptance_source=c.acceptance_source,
+        capacity=s.capacity,
+        requests=c.requests,
+        errors=c.errors,
+        noisy=c.noisy,
+        spread={
+            "per_request_tok_s_p50": figure_json(c.per_request_tok_s_p50),
+            "aggregate_tok_s": figure_json(c.aggregate_tok_s),
+            "ttft_p50_ms": figure_json(c.ttft_p50_ms),
+            "tpot_p50_ms": figure_json(c.tpot_p50_ms),
+        },
+    )
+
+
+DEFINITIONS = {
+    "per_request_tok_s": "(output tokens - 1) / (end - first token) per request (= 1/TPOT); p50/p10 over requests",
+    "aggregate_tok_s": "sum of server-reported completion tokens / window (first send to last end)",
+    "ttft_ms": "first streamed chunk with text - request send",
+    "tpot_ms": "(end - first token) / (output tokens - 1) per request",
+    "achieved_concurrency": "sum of request latencies / window",
+    "acceptance_rate": "accepted draft tokens / drafted tokens, measured windows only",
+    "acceptance_length": "1 + accepted draft tokens / verification steps",
+    "repeats": "every figure is the median over repeats; spread gives min and max",
+}
+
+
+def report_json(data: RunData) -> dict[str, Any]:
+    run = data.run
+    return {
+        "run": {
+            "run_id": run.run_id,
+            "engine": run.engine,
+            "status": run.status,
+            "created": run.created_at,
+            "finished": run.finished_at,
+            "environment": run.environment,
+        },
+        "definitions": DEFINITIONS,
+        "settings": [
+            {
+                "name": s.name,
+                "parameters": s.params,
+                "status": s.status,
+                "capacity": s.capacity,
+                "capacity_source": s.capacity_source,
+                "startup_s": s.startup_s,
+                "command": shlex.join(s.command) if s.command else None,
+                "error": s.error,
+            }
+            for s in data.settings
+        ],
+        "cells": [_cell(data, c).model_dump(mode="json") for c in data.cells],
+        "best_per_concurrency": [
+            {
+                "concurrency": b.concurrency,
+                "setting": b.setting,
+                "aggregate_tok_s": b.aggregate_tok_s,
+                "runner_up": b.runner_up,
+                "margin": b.margin,
+                "beyond_spread": b.beyond_spread,
+                "speedup_vs_baseline": b.speedup_vs_baseline,
+            }
+            for b in best_per_concurrency(data)
+        ],
+        "crossovers": [
+            {
+                "wins_low": x.winner_low,
+                "wins_high": x.winner_high,
+                "up_to": x.up_to,
+                "from": x.from_c,
+                "beyond_spread": x.beyond_spread,
+            }
+            for x in crossovers(data)
+        ],
+        "recommendations": [
+            {
+                "setting": r.setting,
+                "concurrency": list(r.concurrency),
+                "command": shlex.join(r.command) if r.command else None,
+                "beyond_spread": r.beyond_spread,
+                "note": r.note,
+            }
+            for r in recommend(data)
+        ],
+    }
+
+
+__all__ = ["DEFINITIONS", "CellExport", "report_json"]

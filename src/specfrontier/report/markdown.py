@@ -1,0 +1,44 @@
+"""Markdown report (for pull requests and issues): the same tables as the terminal."""
+
+from __future__ import annotations
+
+from specfrontier.analysis import RunData
+from specfrontier.report.tables import Table, all_tables, crossover_lines, flag_lines, recommendation_lines
+
+
+def _escape(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _table(t: Table) -> str:
+    lines = [f"### {t.title}", "", "| " + " | ".join(_escape(h) for h in t.headers) + " |"]
+    lines.append("|" + "---|" * len(t.headers))
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in t.rows]
+    lines += [""] + [f"_{_escape(n)}_" for n in t.notes]
+    return "\n".join(lines) + "\n"
+
+
+def report_markdown(data: RunData) -> str:
+    run = data.run
+    env = run.environment
+    head = [
+        f"## specfrontier run {run.run_id}",
+        "",
+        f"- engine: {run.engine} ({env.get('engine_version', '?')}), status: {run.status}",
+        f"- machine: {env.get('cpu', '?')} x{env.get('cpu_count', '?')}, {env.get('platform', '?')}",
+        f"- created: {run.created_at}",
+        "",
+    ]
+    body = [_table(t) for t in all_tables(data)]
+    body.append("### Crossovers\n\n" + "\n".join(f"- {line}" for line in crossover_lines(data)) + "\n")
+    rec = ["### Recommendation", ""]
+    for headline, command in recommendation_lines(data):
+        rec += [f"- {_escape(headline)}", "", "  ```", f"  {command}", "  ```"]
+    body.append("\n".join(rec) + "\n")
+    flags = flag_lines(data)
+    if flags:
+        body.append("### Flags\n\n" + "\n".join(f"- {_escape(f)}" for f in flags) + "\n")
+    return "\n".join(head) + "\n".join(body)
+
+
+__all__ = ["report_markdown"]

@@ -1,0 +1,213 @@
+"""The report as format-neutral tables: the terminal and Markdown renderers draw the same content.
+
+Each table states its definitions in its notes, so that no figure appears without saying what it is.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from specfrontier.analysis import (
+    CellSummary,
+    Figure,
+    RunData,
+    best_per_concurrency,
+    crossovers,
+    recommend,
+    speedup,
+)
+
+SPREAD_NOTE = (
+    "Each figure is the median over repeats; ±x% is half the range (max - min) over repeats, relative to "
+    "the median. '~' marks a noisy cell (range > 10% of the median); '!' marks a cell whose achieved "
+    "concurrency fell below 80% of the requested one (queueing or a capacity limit)."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+
+
+def _fmt(fig: Figure, digits: int = 1) -> str:
+    if fig.median is None:
+        return "-"
+    spread = fig.relative_spread
+    text = f"{fig.median:.{digits}f}"
+    if spread is not None and fig.n > 1:
+        text += f" ±{spread * 50:.0f}%"
+    return text
+
+
+def _flagged(cell: CellSummary | None, get: Callable[[CellSummary], Figure]) -> str:
+    if cell is None:
+        return "-"
+    text = _fmt(get(cell))
+    if cell.noisy:
+        text += " ~"
+    if cell.client_limited:
+        text += " !"
+    if cell.errors:
+        text += f" ({cell.errors} err)"
+    return text
+
+
+def grid_table(data: RunData, title: str, get: Callable[[CellSummary], Figure], definition: str) -> Table:
+    """Seed-style table: rows = concurrency, columns = settings."""
+    names = data.measured_settings()
+    rows = [[str(c)] + [_flagged(data.cell(n, c), get) for n in names] for c in data.concurrency_levels]
+    return Table(title, ["C", *names], rows, [definition, SPREAD_NOTE])
+
+
+def speedup_table(data: RunData) -> Table | None:
+    if data.baseline is None:
+        return None
+    names = [n for n in data.measured_settings() if n != data.baseline]
+    rows = []
+    for c in data.concurrency_levels:
+        row = [str(c)]
+        for n in names:
+            s = speedup(data, n, c)
+            row.append("-" if s is None else f"{s:.2f}x")
+        rows.append(row)
+    return Table(
+        f"Speedup vs baseline ({data.baseline})",
+        ["C", *names],
+        rows,
+        ["aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians)."],
+    )
+
+
+def settings_table(data: RunData) -> Table:
+    rows = []
+    for s in data.settings:
+        pooled = data.pooled_counters(s.name)
+        rate = f"{pooled.accepted_tokens / pooled.draft_tokens:.1%}" if pooled and pooled.draft_tokens else "-"
+        length = f"{1 + pooled.accepted_tokens / pooled.verify_steps:.2f}" if pooled and pooled.verify_steps else "-"
+        drafted = f"{pooled.accepted_tokens}/{pooled.draft_tokens}" if pooled else "-"
+        rows.append(
+            [
+                s.name,
+                s.status,
+                "-" if s.capacity is None else str(s.capacity),
+                "-" if s.startup_s is None else f"{s.startup_s:.2f}",
+                rate,
+                length,
+                drafted,
+            ]
+        )
+    sources = sorted({c.acceptance_source for c in data.cells if c.acceptance_source})
+    capacity_sources = sorted({s.capacity_source for s in data.settings if s.capacity_source})
+    return Table(
+        "Settings: capacity, startup, acceptance",
+        ["setting", "status", "capacity", "startup s", "accept rate", "accept length", "accepted/drafted"],
+        rows,
+        [
+            "capacity = max concurrent requests the running server reports"
+            + (f" ({'; '.join(capacity_sources)})" if capacity_sources else "")
+            + "; startup = seconds from spawn to a 200 from the health endpoint.",
+            "accept rate = accepted draft tokens / drafted tokens; accept length = 1 + accepted / verification "
+            "steps (tokens per step incl. the bonus token); pooled over every measured window (warmup excluded)"
+            + (f"; source: {'; '.join(sources)}" if sources else "")
+            + ".",
+        ],
+    )
+
+
+def best_table(data: RunData) -> Table:
+    rows = []
+    for b in best_per_concurrency(data):
+        rows.append(
+            [
+                str(b.concurrency),
+                b.setting,
+                f"{b.aggregate_tok_s:.1f}",
+                b.runner_up or "-",
+                "-" if b.margin is None else f"{b.margin:+.1%}",
+                "yes" if b.beyond_spread else "no (tie)",
+                "-" if b.speedup_vs_baseline is None else f"{b.speedup_vs_baseline:.2f}x",
+            ]
+        )
+    return Table(
+        "Best setting per concurrency",
+        ["C", "best", "aggregate tok/s", "runner-up", "margin", "beyond spread", "vs baseline"],
+        rows,
+        [
+            "best = highest median aggregate tok/s at that C; margin = best / runner-up - 1 on medians; "
+            "beyond spread = the best's lowest repeat is above the runner-up's highest repeat."
+        ],
+    )
+
+
+def crossover_lines(data: RunData) -> list[str]:
+    lines = []
+    for x in crossovers(data):
+        certainty = "" if x.beyond_spread else " (within the spread of repeats at one end: not certain)"
+        lines.append(f"{x.winner_low} beats {x.winner_high} up to C={x.up_to}, loses from C={x.from_c}{certainty}")
+    return lines or ["no crossover: the order of settings is the same at every measured concurrency"]
+
+
+def recommendation_lines(data: RunData) -> list[tuple[str, str]]:
+    """(headline, exact launch command) per recommendation."""
+    out = []
+    for r in recommend(data):
+        levels = ", ".join(str(c) for c in r.concurrency)
+        head = f"C = {levels}: {r.setting} ({r.note})"
+        out.append((head, shlex.join(r.command) if r.command else "(no command recorded)"))
+    return out
+
+
+def flag_lines(data: RunData) -> list[str]:
+    lines = []
+    for s in data.settings:
+        if s.status == "failed":
+            lines.append(f"setting {s.name} failed: {(s.error or '').splitlines()[0] if s.error else '?'}")
+    for c in data.cells:
+        if c.errors:
+            lines.append(f"{c.setting} C={c.concurrency}: {c.errors} of {c.requests} requests failed")
+        if c.noisy:
+            spread = c.aggregate_tok_s.relative_spread or 0.0
+            lines.append(f"{c.setting} C={c.concurrency}: noisy (aggregate tok/s range {spread:.0%} of median)")
+        if c.client_limited:
+            lines.append(
+                f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
+                f"< 80% of {c.concurrency}"
+            )
+    return lines
+
+
+def all_tables(data: RunData) -> list[Table]:
+    tables = [
+        grid_table(
+            data,
+            "Per-request tok/s (p50 over requests)",
+            lambda c: c.per_request_tok_s_p50,
+            "per-request tok/s = (output tokens - 1) / (end - first token) per request, i.e. 1/TPOT; p50 over "
+            "the window's requests.",
+        ),
+        grid_table(
+            data,
+            "Aggregate tok/s",
+            lambda c: c.aggregate_tok_s,
+            "aggregate tok/s = sum of server-reported completion tokens / window (first send to last end).",
+        ),
+        grid_table(
+            data,
+            "TTFT p50 (ms)",
+            lambda c: c.ttft_p50_ms,
+            "TTFT = first streamed chunk with text - request send, per request; p50 over the window.",
+        ),
+    ]
+    sp = speedup_table(data)
+    if sp is not None:
+        tables.append(sp)
+    tables += [settings_table(data), best_table(data)]
+    return tables
+
+
+__all__ = ["Table", "all_tables", "crossover_lines", "flag_lines", "recommendation_lines"]

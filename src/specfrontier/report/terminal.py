@@ -1,0 +1,48 @@
+"""Terminal report: rich tables, crossovers, flags and the recommendation with its launch command."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table as RichTable
+
+from specfrontier.analysis import RunData
+from specfrontier.report.tables import Table, all_tables, crossover_lines, flag_lines, recommendation_lines
+
+
+def _rich(t: Table) -> RichTable:
+    table = RichTable(title=t.title, title_justify="left", caption="\n".join(t.notes), caption_justify="left")
+    for i, h in enumerate(t.headers):
+        table.add_column(escape(h), justify="left" if i == 0 else "right", overflow="fold")
+    for row in t.rows:
+        table.add_row(*(escape(c) for c in row))
+    return table
+
+
+def print_report(data: RunData, console: Console) -> None:
+    run = data.run
+    env = run.environment
+    console.print(
+        f"[bold]run {escape(run.run_id)}[/bold]  engine {escape(run.engine)} "
+        f"({escape(str(env.get('engine_version', '?')))})  status {escape(run.status)}"
+    )
+    for t in all_tables(data):
+        console.print()
+        console.print(_rich(t))
+    console.print()
+    console.print("[bold]Crossovers[/bold]")
+    for line in crossover_lines(data):
+        console.print(f"  {escape(line)}")
+    flags = flag_lines(data)
+    if flags:
+        console.print("[bold yellow]Flags[/bold yellow]")
+        for line in flags:
+            console.print(f"  {escape(line)}")
+    console.print()
+    console.print("[bold green]Recommendation[/bold green]")
+    for headline, command in recommendation_lines(data):
+        console.print(f"  {escape(headline)}")
+        console.print(f"    {escape(command)}", soft_wrap=True)
+
+
+__all__ = ["print_report"]

@@ -1,0 +1,77 @@
+"""SQLite schema of the result store, with its version.
+
+One row per run, per setting (with its launch command, read-back capacity and startup time, or the
+failure and log tail), per measured repeat of a cell (window counters), and per request (raw times
+and counts). Every reported figure can be recomputed from these rows alone.
+"""
+
+SCHEMA_VERSION = 1
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run (
+    run_id       TEXT PRIMARY KEY,
+    created_at   TEXT NOT NULL,
+    finished_at  TEXT,
+    engine       TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    config_json  TEXT NOT NULL,
+    environment_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS setting (
+    run_id          TEXT NOT NULL REFERENCES run(run_id),
+    setting_id      TEXT NOT NULL,
+    position        INTEGER NOT NULL,
+    name            TEXT NOT NULL,
+    params_json     TEXT NOT NULL,
+    speculative     INTEGER NOT NULL,
+    status          TEXT NOT NULL,
+    command_json    TEXT,
+    capacity        INTEGER,
+    capacity_source TEXT,
+    context_tokens  INTEGER,
+    startup_s       REAL,
+    error           TEXT,
+    log_path        TEXT,
+    log_tail        TEXT,
+    PRIMARY KEY (run_id, setting_id)
+);
+CREATE TABLE IF NOT EXISTS cell (
+    cell_id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id         TEXT NOT NULL,
+    setting_id     TEXT NOT NULL,
+    workload       TEXT NOT NULL,
+    concurrency    INTEGER NOT NULL,
+    repeat         INTEGER NOT NULL,
+    finished_at    TEXT NOT NULL,
+    draft_tokens   INTEGER,
+    accepted_tokens INTEGER,
+    verify_steps   INTEGER,
+    accepted_per_position_json TEXT,
+    acceptance_source TEXT,
+    UNIQUE (run_id, setting_id, workload, concurrency, repeat),
+    FOREIGN KEY (run_id, setting_id) REFERENCES setting(run_id, setting_id)
+);
+CREATE TABLE IF NOT EXISTS request (
+    cell_id          INTEGER NOT NULL REFERENCES cell(cell_id),
+    idx              INTEGER NOT NULL,
+    prompt_id        TEXT NOT NULL,
+    send_ns          INTEGER NOT NULL,
+    first_token_ns   INTEGER,
+    end_ns           INTEGER NOT NULL,
+    chunk_ns_json    TEXT NOT NULL,
+    chunk_tokens_json TEXT,
+    prompt_tokens    INTEGER,
+    completion_tokens INTEGER,
+    draft_tokens     INTEGER,
+    accepted_tokens  INTEGER,
+    verify_steps     INTEGER,
+    finish_reason    TEXT,
+    output_text      TEXT NOT NULL,
+    error            TEXT,
+    PRIMARY KEY (cell_id, idx)
+);
+"""

@@ -1,0 +1,292 @@
+"""The grid sweep: one server launch per setting, every cell of that setting on the warm server.
+
+    for setting:  launch -> ready (startup time) -> capacity read-back
+        for repeat:  for concurrency:  warmup (unmeasured) -> counters -> window -> counters -> store
+    stop the server (process group), always
+
+Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
+levels instead of biasing one. A setting whose server fails is recorded as failed with its log tail
+and the sweep goes on. Every finished cell is committed before the next starts, so a crash loses at
+most the cell in flight, and `resume` re-runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+import specfrontier
+from specfrontier.config import LlamaCppSetting, TuneConfig, parse_config
+from specfrontier.engines import ENGINES, EngineAdapter
+from specfrontier.errors import EngineError, EngineStartError, StoreError
+from specfrontier.load import StreamingClient, run_closed_loop
+from specfrontier.metrics import CellMetrics, cell_metrics
+from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
+from specfrontier.server import ServerProcess, free_port, tail_of
+from specfrontier.store import Store
+from specfrontier.workloads import load_prompts
+
+PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
+
+
+@dataclass(frozen=True, slots=True)
+class CellDone:
+    setting: str
+    concurrency: int
+    repeat: int
+    metrics: CellMetrics
+    counters: SpecCounters | None
+
+
+@dataclass(slots=True)
+class SweepEvents:
+    """Callbacks for progress display; all optional. The sweep never depends on them."""
+
+    on_setting_start: Callable[[LlamaCppSetting, list[str]], None] | None = None
+    on_setting_ready: Callable[[LlamaCppSetting, float, int], None] | None = None
+    on_setting_failed: Callable[[LlamaCppSetting, str], None] | None = None
+    on_cell_done: Callable[[CellDone], None] | None = None
+
+
+def workload_label(config: TuneConfig) -> str:
+    w = config.workload
+    return f"{w.prompts}|t={w.temperature}|max={w.max_tokens}|eos={'ignore' if w.ignore_eos else 'natural'}"
+
+
+def environment(adapter: EngineAdapter) -> dict[str, Any]:
+    """Facts about where the run happened (no host names, users or secrets)."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {
+        "specfrontier": specfrontier.__version__,
+        "engine_version": adapter.version(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "simulated": False,
+    }
+
+
+class Sweep:
+    """Runs (or resumes) one run of a config against a store."""
+
+    def __init__(self, config: TuneConfig, *, events: SweepEvents | None = None) -> None:
+        self.config = config
+        self._store: Store | None = None
+        self.events = events or SweepEvents()
+        self.adapter: EngineAdapter = ENGINES[config.engine.name](config.engine)
+        self.workload = workload_label(config)
+        w = config.workload
+        self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
+        self.prompts: list[Prompt] = []
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("Sweep.store used before attach()")
+        return self._store
+
+    def attach(self, store: Store) -> None:
+        """Write into `store` (opened only after `prepare()` passed, so bad input creates no file)."""
+        self._store = store
+        self.log_dir = store.path.parent / "specfrontier-logs"
+
+    def prepare(self) -> None:
+        """Every check that can fail before a server is launched (config, binary, flags, prompts)."""
+        self.adapter.prepare(self.config.settings)
+        w = self.config.workload
+        self.prompts = load_prompts(w.prompts, max_tokens=w.max_tokens, api=w.api)
+
+    def new_run(self) -> str:
+        run_id = self.store.create_run(
+            engine=self.adapter.name,
+            config=self.config.model_dump(mode="json"),
+            environment=environment(self.adapter),
+        )
+        for position, setting in enumerate(self.config.settings):
+            self.store.add_setting(
+                run_id,
+                setting_id=setting.name,
+                position=position,
+                name=setting.name,
+                params=setting.parameters(),
+                speculative=setting.speculative,
+            )
+        return run_id
+
+    async def run(self, run_id: str) -> None:
+        """Measure every missing cell of `run_id`; marks the run done, or interrupted on cancel."""
+        try:
+            for setting in self.config.settings:
+                await self._run_setting(run_id, setting)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self.store.set_run_status(run_id, "interrupted")
+            raise
+        except BaseException:
+            self.store.set_run_status(run_id, "failed")
+            raise
+        self.store.set_run_status(run_id, "done")
+
+    def _missing(self, run_id: str, setting: LlamaCppSetting) -> list[tuple[int, int]]:
+        done = self.store.done_cells(run_id)
+        return [
+            (repeat, c)
+            for repeat in range(self.config.repeats)
+            for c in self.config.concurrency
+            if (setting.name, self.workload, c, repeat) not in done
+        ]
+
+    async def _run_setting(self, run_id: str, setting: LlamaCppSetting) -> None:
+        todo = self._missing(run_id, setting)
+        if not todo:
+            return
+        port = free_port()
+        argv = self.adapter.command(setting, port=port, slots=self.config.slots_for(setting))
+        log_path = self.log_dir / run_id / f"{setting.name}.log"
+        self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
+        if self.events.on_setting_start:
+            self.events.on_setting_start(setting, argv)
+        server = ServerProcess(argv, log_path)
+        base_url = f"http://127.0.0.1:{port}"
+        try:
+            server.start()
+            startup_s = await server.wait_ready(
+                base_url + self.adapter.health_path, timeout_s=self.config.engine.startup_timeout_s
+            )
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+                capacity = await self.adapter.capacity(session, base_url)
+                self.store.update_setting(
+                    run_id,
+                    setting.name,
+                    startup_s=startup_s,
+                    capacity=capacity.max_running_requests,
+                    capacity_source=capacity.source,
+                    context_tokens=capacity.context_tokens,
+                )
+                if self.events.on_setting_ready:
+                    self.events.on_setting_ready(setting, startup_s, capacity.max_running_requests)
+                async with StreamingClient(
+                    base_url,
+                    timeout_s=self.config.request_timeout_s,
+                    spec_stats_extractor=self.adapter.request_spec_stats,
+                ) as client:
+                    for repeat, concurrency in todo:
+                        await self._run_cell(run_id, setting, server, session, client, concurrency, repeat)
+            self.store.update_setting(run_id, setting.name, status="done")
+        except EngineError as exc:
+            tail = exc.log_tail if isinstance(exc, EngineStartError) else tail_of(log_path)
+            self.store.update_setting(run_id, setting.name, status="failed", error=str(exc), log_tail=tail)
+            if self.events.on_setting_failed:
+                self.events.on_setting_failed(setting, str(exc))
+        finally:
+            server.stop()
+
+    async def _run_cell(
+        self,
+        run_id: str,
+        setting: LlamaCppSetting,
+        server: ServerProcess,
+        session: aiohttp.ClientSession,
+        client: StreamingClient,
+        concurrency: int,
+        repeat: int,
+    ) -> None:
+        cfg = self.config
+        if cfg.warmup_rounds:
+            await run_closed_loop(
+                client,
+                self.prompts,
+                self.sampling,
+                concurrency=concurrency,
+                num_requests=cfg.warmup_rounds * concurrency,
+            )
+        before = await self.adapter.spec_counters(session, base_url=client.base_url)
+        records = await run_closed_loop(
+            client,
+            self.prompts,
+            self.sampling,
+            concurrency=concurrency,
+            num_requests=cfg.rounds_per_cell * concurrency,
+        )
+        code = server.exited()
+        if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
+            raise EngineStartError(
+                f"server exited with status {code} during the cell C={concurrency}",
+                log_path=server.log_path,
+                log_tail=tail_of(server.log_path),
+            )
+        after = await self.adapter.spec_counters(session, base_url=client.base_url)
+        counters, source = _window_counters(before, after, records, self.adapter.counters_source)
+        self.store.record_cell(
+            run_id,
+            setting_id=setting.name,
+            workload=self.workload,
+            concurrency=concurrency,
+            repeat=repeat,
+            requests=records,
+            counters=counters,
+            acceptance_source=source,
+        )
+        if self.events.on_cell_done:
+            self.events.on_cell_done(CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters))
+
+
+def _window_counters(
+    before: SpecCounters | None,
+    after: SpecCounters | None,
+    records: list[RequestRecord],
+    counters_source: str,
+) -> tuple[SpecCounters | None, str | None]:
+    """Acceptance for exactly this window: the server's counter diff, else the per-request sums."""
+    if before is not None and after is not None:
+        return after.minus(before), counters_source
+    stats = [r.spec for r in records if r.ok and r.spec is not None]
+    if not stats:
+        return None, None
+    return (
+        SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), 0),
+        PER_REQUEST_SOURCE,
+    )
+
+
+def open_sweep(
+    config: TuneConfig | None, store_path: Path | None, *, resume: str | None, events: SweepEvents | None = None
+) -> tuple[Sweep, str]:
+    """Build a prepared Sweep and the run id to fill: a new run, or the stored config of `resume`."""
+    if resume is not None:
+        path = store_path or (config.store if config else Path("specfrontier.db"))
+        if not path.exists():
+            raise StoreError(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
+        store = Store(path)
+        row = store.run(resume)
+        if row.status == "done":
+            raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
+        stored = parse_config(row.config, source=f"run {resume} config")
+        sweep = Sweep(stored, events=events)
+        sweep.prepare()
+        sweep.attach(store)
+        store.set_run_status(resume, "running")
+        return sweep, resume
+    if config is None:
+        raise ValueError("open_sweep needs a config when not resuming")
+    if store_path is not None:
+        config = config.model_copy(update={"store": store_path})
+    sweep = Sweep(config, events=events)
+    sweep.prepare()
+    sweep.attach(Store(config.store))
+    return sweep, sweep.new_run()
+
+
+__all__ = ["CellDone", "Sweep", "SweepEvents", "environment", "open_sweep", "workload_label"]

@@ -1,0 +1,90 @@
+"""Prompt sets: the built-in mixes shipped with the package, and user JSONL files.
+
+The built-in `cpu-mix` is small on purpose (it must run in minutes on 2 CPU cores) and mixes
+copy-heavy code edits, where n-gram speculation finds its drafts in the prompt, with open chat,
+where it mostly does not. The prompts were written for this project.
+
+JSONL format, one object per line: `{"id": str, "category": str, "messages": [{"role", "content"}]}`
+for chat, or `{"id": str, "category": str, "prompt": str}` for raw completions.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from specfrontier.errors import ConfigError
+from specfrontier.records import Prompt
+
+BUILTIN_MIXES = ("cpu-mix",)
+
+
+def _prompt_from_json(obj: Any, *, where: str, max_tokens: int, api: str | None) -> Prompt:
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{where}: expected a JSON object; fix: write one prompt object per line")
+    pid = obj.get("id")
+    if not isinstance(pid, str) or not pid:
+        raise ConfigError(f'{where}: id = {pid!r}: missing or not a string; fix: give every prompt an "id"')
+    category = str(obj.get("category", "uncategorised"))
+    messages = obj.get("messages")
+    text = obj.get("prompt")
+    if messages is not None:
+        if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        ):
+            raise ConfigError(
+                f'{where}: messages: expected a list of {{"role", "content"}} strings; fix: correct the prompt'
+            )
+        pairs = tuple((m["role"], m["content"]) for m in messages)
+        if api == "completion":
+            return Prompt(pid, category, "completion", max_tokens, text="\n".join(c for _, c in pairs))
+        return Prompt(pid, category, "chat", max_tokens, messages=pairs)
+    if isinstance(text, str):
+        if api == "chat":
+            return Prompt(pid, category, "chat", max_tokens, messages=(("user", text),))
+        return Prompt(pid, category, "completion", max_tokens, text=text)
+    raise ConfigError(f'{where}: neither "messages" nor "prompt" is given; fix: add one of them')
+
+
+def parse_prompts(lines: list[str], *, source: str, max_tokens: int, api: str | None = None) -> list[Prompt]:
+    """Prompts from JSONL lines; blank lines are skipped; errors name the line."""
+    prompts: list[Prompt] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where}: not valid JSON ({exc.msg}); fix: one JSON object per line") from exc
+        prompts.append(_prompt_from_json(obj, where=where, max_tokens=max_tokens, api=api))
+    if not prompts:
+        raise ConfigError(f"workload.prompts = {source!r}: no prompts; fix: add at least one JSON line")
+    return prompts
+
+
+def load_prompts(spec: str, *, max_tokens: int, api: str | None = None) -> list[Prompt]:
+    """`builtin:<name>` or a JSONL path -> prompts, each capped at `max_tokens` output tokens."""
+    if spec.startswith("builtin:"):
+        name = spec.removeprefix("builtin:")
+        if name not in BUILTIN_MIXES:
+            raise ConfigError(
+                f"workload.prompts = {spec!r}: unknown built-in mix; fix: use one of "
+                + ", ".join(f"builtin:{m}" for m in BUILTIN_MIXES)
+            )
+        text = resources.files("specfrontier.workloads").joinpath(f"data/{name}.jsonl").read_text("utf-8")
+        return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api)
+    path = Path(spec)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"workload.prompts = {spec!r}: cannot read ({exc.strerror}); fix: give a JSONL file or builtin:cpu-mix"
+        ) from exc
+    return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api)
+
+
+__all__ = ["BUILTIN_MIXES", "load_prompts", "parse_prompts"]

@@ -1,0 +1,374 @@
+"""StreamingClient against a real aiohttp server on 127.0.0.1 that streams OpenAI-style chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from specfrontier.load.client import StreamingClient, build_request_body
+from specfrontier.records import Prompt, RequestSpecStats, Sampling
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MakeServer = Callable[[Handler], Awaitable[str]]
+
+CHAT = Prompt(prompt_id="p-chat", category="qa", api="chat", max_tokens=16, messages=(("user", "hi"),))
+COMPLETION = Prompt(prompt_id="p-code", category="code", api="completion", max_tokens=8, text="def f(")
+GREEDY = Sampling()
+MS = 1_000_000
+
+
+@pytest.fixture
+async def make_server() -> AsyncIterator[MakeServer]:
+    """Start one server per handler on 127.0.0.1, port 0; all are closed after the test."""
+    servers: list[TestServer] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        app.router.add_post("/v1/completions", handler)
+        server = TestServer(app, host="127.0.0.1", port=0)
+        await server.start_server()
+        servers.append(server)
+        return str(server.make_url("/"))
+
+    yield start
+    for server in servers:
+        await server.close()
+
+
+def sse(obj: Mapping[str, Any] | str) -> bytes:
+    data = obj if isinstance(obj, str) else json.dumps(obj)
+    return f"data: {data}\n\n".encode()
+
+
+def chat_chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    delta = {} if content is None else {"content": content}
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+def usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+async def stream(request: web.Request, parts: list[bytes | float]) -> web.StreamResponse:
+    """Send each bytes part as one write; a float part is a pause in seconds."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for part in parts:
+        if isinstance(part, float):
+            await asyncio.sleep(part)
+        else:
+            await resp.write(part)
+    await resp.write_eof()
+    return resp
+
+
+async def test_chat_stream_timestamps_usage_and_body(make_server: MakeServer) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.json())
+        return await stream(
+            request,
+            [
+                sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+                0.2,  # time to first token
+                sse(chat_chunk("Hel")),
+                0.05,
+                b": keep-alive\n\n" + sse(chat_chunk("lo")),
+                0.05,
+                sse(chat_chunk(" world")),
+                sse(chat_chunk(finish="stop")),
+                sse({"choices": [], "usage": usage(5, 4)}),
+                sse("[DONE]"),
+            ],
+        )
+
+    url = await make_server(handler)
+    sampling = Sampling(temperature=0.5, seed=7)
+    async with StreamingClient(url, model="m", timeout_s=10) as client:
+        rec = await client.send(CHAT, sampling)
+
+    assert rec.error is None, rec.error
+    assert rec.prompt_id == "p-chat"
+    assert rec.output_text == "Hello world"
+    assert rec.finish_reason == "stop"
+    assert (rec.prompt_tokens, rec.completion_tokens) == (5, 4)  # from usage, not the 3 chunks
+    assert rec.chunk_tokens is None  # this server reports no per-chunk counts
+    assert rec.spec is None
+    assert len(rec.chunk_ns) == 3  # the empty role chunk and the finish chunk carry no text
+    assert rec.first_token_ns == rec.chunk_ns[0]
+    assert rec.send_ns < rec.chunk_ns[0] < rec.chunk_ns[1] < rec.chunk_ns[2] <= rec.end_ns
+    ttft_ms = (rec.chunk_ns[0] - rec.send_ns) / MS
+    assert 195 <= ttft_ms < 600
+    assert (rec.chunk_ns[1] - rec.chunk_ns[0]) / MS >= 45
+    assert bodies == [
+        {
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": 16,
+            "temperature": 0.5,
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "seed": 7,
+        }
+    ]
+
+
+async def test_multi_token_chunks_take_usage_from_server(make_server: MakeServer) -> None:
+    """Three chunks of 3 tokens each: completion_tokens must be 9, never the chunk count 3."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        # vLLM continuous_usage_stats style: cumulative usage on every chunk.
+        return await stream(
+            request,
+            [
+                sse(chat_chunk("a b c", usage=usage(5, 3))),
+                0.02,
+                sse(chat_chunk(" d e f", usage=usage(5, 6))),
+                0.02,
+                sse(chat_chunk(" g h i", finish="length", usage=usage(5, 9))),
+                sse({"choices": [], "usage": usage(5, 9)}),
+                sse("[DONE]"),
+            ],
+        )
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is None
+    assert rec.completion_tokens == 9
+    assert len(rec.chunk_ns) == 3
+    assert rec.chunk_tokens == (3, 3, 3)
+    assert rec.finish_reason == "length"
+
+
+async def test_llama_cpp_final_chunk_usage_timings_and_spec(make_server: MakeServer) -> None:
+    """llama.cpp: per-token timings (predicted_n), usage and spec counts in a final `choices: []` chunk."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        timings = {"predicted_n": 9, "draft_n": 12, "draft_n_accepted": 6}
+        return await stream(
+            request,
+            [
+                sse({"choices": [{"index": 0, "text": "x = 1"}], "timings": {"predicted_n": 4}}),
+                sse(
+                    {
+                        "choices": [{"index": 0, "text": "\n", "finish_reason": "stop"}],
+                        "timings": {"predicted_n": 9},
+                    }
+                ),
+                sse({"choices": [], "usage": usage(3, 9), "timings": timings}),
+                sse("[DONE]"),
+            ],
+        )
+
+    def extractor(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+        t = chunk.get("timings") or {}
+        if "draft_n" not in t:
+            return None
+        return RequestSpecStats(draft_tokens=t["draft_n"], accepted_tokens=t["draft_n_accepted"])
+
+    url = await make_server(handler)
+    async with StreamingClient(url, spec_stats_extractor=extractor) as client:
+        rec = await client.send(COMPLETION, GREEDY)
+    assert rec.error is None
+    assert rec.output_text == "x = 1\n"
+    assert rec.chunk_tokens == (4, 5)
+    assert rec.completion_tokens == 9
+    assert rec.spec == RequestSpecStats(draft_tokens=12, accepted_tokens=6)
+
+
+async def test_events_of_one_read_share_one_timestamp(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        both = sse(chat_chunk("one")) + sse(chat_chunk(" two"))
+        return await stream(
+            request,
+            [both, 0.05, sse(chat_chunk(finish="stop", usage=usage(1, 2))), sse("[DONE]")],
+        )
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is None
+    assert rec.chunk_ns[0] == rec.chunk_ns[1]  # one write -> one read -> one clock reading
+    assert rec.end_ns - rec.chunk_ns[1] >= 45 * MS
+
+
+async def test_reasoning_content_counts_for_ttft_not_for_text(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        think = {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]}
+        return await stream(
+            request,
+            [
+                sse(think),
+                0.05,
+                sse(chat_chunk("ok", finish="stop")),
+                sse({"choices": [], "usage": usage(1, 2)}),
+                sse("[DONE]"),
+            ],
+        )
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is None
+    assert rec.output_text == "ok"
+    assert len(rec.chunk_ns) == 2
+    assert rec.first_token_ns == rec.chunk_ns[0]  # the reasoning chunk, 50 ms before the content
+    assert rec.chunk_ns[1] - rec.chunk_ns[0] >= 45 * MS
+
+
+async def test_http_500_is_recorded_with_truncated_body(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"error": {"message": "boom " + "x" * 1000}}, status=500)
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is not None
+    assert rec.error.startswith('http 500: {"error": {"message": "boom xxx')
+    assert len(rec.error) == len("http 500: ") + 300
+    assert rec.first_token_ns is None
+    assert rec.send_ns < rec.end_ns
+
+
+async def test_malformed_json_is_recorded(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [sse(chat_chunk("a")), b"data: {not json\n\n", sse("[DONE]")])
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error == "malformed SSE data: '{not json'"
+    assert rec.output_text == "a"  # what arrived before the failure is kept
+    assert rec.end_ns >= rec.chunk_ns[0]
+
+
+async def test_error_object_in_stream_is_recorded(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [b'error: {"code": 400, "message": "context full"}\n\n'])
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error == 'server error event: {"code": 400, "message": "context full"}'
+
+
+async def test_stream_that_ends_early_is_recorded(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [sse(chat_chunk("a")), sse(chat_chunk("b")), b'data: {"cho'])
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error == "stream ended without [DONE] (an unterminated event was discarded)"
+    assert rec.output_text == "ab"
+    assert rec.completion_tokens is None
+    assert rec.chunk_ns[1] <= rec.end_ns
+
+
+async def test_connection_dropped_mid_stream_is_recorded(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(sse(chat_chunk("a")))
+        await asyncio.sleep(0.05)
+        assert request.transport is not None
+        request.transport.close()  # chunked body never terminated
+        return resp
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is not None
+    assert rec.error.startswith("connection error: ClientPayloadError"), rec.error
+    assert rec.output_text == "a"
+
+
+async def test_stream_without_usage_is_recorded(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [sse(chat_chunk("a", finish="stop")), sse("[DONE]")])
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error == "stream ended without usage"
+    assert rec.finish_reason == "stop"
+
+
+async def test_stream_without_finish_reason_is_recorded(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [sse(chat_chunk("a")), sse({"choices": [], "usage": usage(1, 1)}), sse("[DONE]")])
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error == "stream ended without finish_reason"
+
+
+async def test_slow_server_hits_the_timeout(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [sse(chat_chunk("a")), 5.0, sse("[DONE]")])
+
+    url = await make_server(handler)
+    async with StreamingClient(url, timeout_s=0.3) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error == "timeout after 0.3 s"
+    assert rec.first_token_ns is not None  # the first chunk came before the deadline
+    elapsed_ms = (rec.end_ns - rec.send_ns) / MS
+    assert 290 <= elapsed_ms < 1000
+
+
+async def test_connection_refused_is_recorded() -> None:
+    with socket.socket() as sock:  # find a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with StreamingClient(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+        started = time.perf_counter_ns()
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is not None
+    assert rec.error.startswith("connection error: ClientConnectorError"), rec.error
+    assert started <= rec.send_ns <= rec.end_ns
+
+
+async def test_concurrent_requests_share_one_session(make_server: MakeServer) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [0.1, sse(chat_chunk("a", finish="stop", usage=usage(1, 1))), sse("[DONE]")])
+
+    url = await make_server(handler)
+    async with StreamingClient(url) as client:
+        started = time.perf_counter()
+        records = await asyncio.gather(*(client.send(CHAT, GREEDY) for _ in range(20)))
+        elapsed = time.perf_counter() - started
+    assert all(r.ok for r in records)
+    assert elapsed < 1.0  # 20 x 0.1 s in parallel, not serialised by a pool limit
+
+
+async def test_send_after_close_is_a_programming_error() -> None:
+    client = StreamingClient("http://127.0.0.1:1")
+    await client.aclose()
+    with pytest.raises(RuntimeError):
+        await client.send(CHAT, GREEDY)
+
+
+def test_body_for_completion_with_all_options() -> None:
+    body = build_request_body(COMPLETION, Sampling(temperature=0.0, top_p=0.9, ignore_eos=True, seed=1), None)
+    assert body == {
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "prompt": "def f(",
+        "top_p": 0.9,
+        "seed": 1,
+        "ignore_eos": True,
+    }

@@ -1,0 +1,149 @@
+"""run_closed_loop keeps exactly C requests in flight, proven by a server that holds each request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from specfrontier.load.client import StreamingClient
+from specfrontier.load.closed_loop import run_closed_loop
+from specfrontier.records import Prompt, Sampling
+
+PROMPTS = [
+    Prompt(prompt_id=f"p{i}", category="qa", api="chat", max_tokens=4, messages=(("user", f"q{i}"),)) for i in range(3)
+]
+
+
+@dataclass
+class GatedServer:
+    """Holds request k until `release(k)`; records what was in flight when each request arrived."""
+
+    url: str = ""
+    arrivals: list[str] = field(default_factory=list)
+    in_flight_at_arrival: list[int] = field(default_factory=list)
+    gates: list[asyncio.Event] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    hold: bool = True
+
+    def release(self, k: int) -> None:
+        self.gates[k].set()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        gate = asyncio.Event()
+        if not self.hold:
+            gate.set()
+        self.gates.append(gate)
+        self.arrivals.append(body["messages"][0]["content"])
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        self.in_flight_at_arrival.append(self.in_flight)
+        await gate.wait()
+        # Leave the count before the last byte goes out: the client may send its next request
+        # as soon as it reads [DONE].
+        self.in_flight -= 1
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
+        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
+        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        await resp.write_eof()
+        return resp
+
+
+@pytest.fixture
+async def gated() -> AsyncIterator[GatedServer]:
+    state = GatedServer()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", state.handle)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    state.url = str(server.make_url("/"))
+    yield state
+    for gate in state.gates:  # never leave a handler waiting
+        gate.set()
+    await server.close()
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
+async def test_exactly_c_in_flight_until_all_sent_then_drain(gated: GatedServer) -> None:
+    concurrency, num_requests = 3, 7
+    async with StreamingClient(gated.url, timeout_s=10) as client:
+        task = asyncio.create_task(
+            run_closed_loop(client, PROMPTS, Sampling(), concurrency=concurrency, num_requests=num_requests)
+        )
+        await wait_until(lambda: len(gated.arrivals) == concurrency)
+        await asyncio.sleep(0.1)  # nobody else may start while C are held
+        assert len(gated.arrivals) == concurrency
+        assert gated.in_flight == concurrency
+
+        # Steady state: each finished request is replaced by exactly one new one.
+        for k in range(num_requests - concurrency):
+            gated.release(k)
+            expected = concurrency + k + 1
+            await wait_until(lambda: len(gated.arrivals) >= expected)  # noqa: B023 (awaited at once)
+            await asyncio.sleep(0.02)
+            assert len(gated.arrivals) == expected
+            assert gated.in_flight == concurrency
+            assert gated.in_flight_at_arrival[-1] == concurrency
+
+        # Drain: all sent; nothing new starts as the last C finish.
+        for k in range(num_requests - concurrency, num_requests):
+            gated.release(k)
+        records = await asyncio.wait_for(task, 5)
+
+    assert len(gated.arrivals) == num_requests
+    assert gated.max_in_flight == concurrency
+    assert gated.in_flight == 0
+    assert all(r.ok for r in records)
+    # Records come back in send order, request i using prompts[i % 3].
+    assert [r.prompt_id for r in records] == ["p0", "p1", "p2", "p0", "p1", "p2", "p0"]
+    # The first C may reach the server in any order; after that, one at a time and in order.
+    assert sorted(gated.arrivals[:concurrency]) == ["q0", "q1", "q2"]
+    assert gated.arrivals[concurrency:] == ["q0", "q1", "q2", "q0"]
+    assert [r.send_ns for r in records[concurrency:]] == sorted(r.send_ns for r in records[concurrency:])
+
+
+async def test_unheld_run_never_exceeds_c(gated: GatedServer) -> None:
+    gated.hold = False
+    async with StreamingClient(gated.url, timeout_s=10) as client:
+        records = await run_closed_loop(client, PROMPTS, Sampling(), concurrency=4, num_requests=25)
+    assert len(records) == 25
+    assert len(gated.arrivals) == 25
+    assert 1 <= gated.max_in_flight <= 4
+    assert [r.prompt_id for r in records] == [PROMPTS[i % 3].prompt_id for i in range(25)]
+
+
+async def test_fewer_requests_than_workers(gated: GatedServer) -> None:
+    gated.hold = False
+    async with StreamingClient(gated.url, timeout_s=10) as client:
+        records = await run_closed_loop(client, PROMPTS, Sampling(), concurrency=8, num_requests=2)
+        assert await run_closed_loop(client, PROMPTS, Sampling(), concurrency=8, num_requests=0) == []
+    assert [r.prompt_id for r in records] == ["p0", "p1"]
+    assert len(gated.arrivals) == 2
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "num_requests", "prompts"),
+    [(0, 1, PROMPTS), (1, -1, PROMPTS), (1, 1, [])],
+)
+async def test_invalid_arguments(concurrency: int, num_requests: int, prompts: list[Prompt]) -> None:
+    client = StreamingClient("http://127.0.0.1:1")
+    with pytest.raises(ValueError):
+        await run_closed_loop(client, prompts, Sampling(), concurrency=concurrency, num_requests=num_requests)
+    await client.aclose()
