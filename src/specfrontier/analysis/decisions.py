@@ -99,12 +99,18 @@ def _separated(data: RunData, winner: str, loser: str, concurrency: int) -> bool
 
 
 def _prefer_cheaper_on_tie(data: RunData, best: Best) -> Best:
-    """A speculative win inside the noise over the no-speculation baseline is not worth its cost."""
-    if best.beyond_spread or best.runner_up is None or best.runner_up != data.baseline:
+    """A speculative win inside the noise over the no-speculation baseline is not worth its cost.
+
+    The best is compared with the baseline itself, wherever the baseline ranks: a win within the spread
+    of repeats over it falls back to it even when another speculative setting is the runner-up.
+    """
+    baseline = data.baseline
+    if baseline is None or best.setting == baseline or _separated(data, best.setting, baseline, best.concurrency):
         return best
-    base = data.cell(best.runner_up, best.concurrency)
-    value = base.aggregate_tok_s.median if base is not None and base.aggregate_tok_s.median else 0.0
-    return Best(best.concurrency, best.runner_up, value, best.setting, None, False, 1.0)
+    base = data.cell(baseline, best.concurrency)
+    if base is None or not base.aggregate_tok_s.median:
+        return best
+    return Best(best.concurrency, baseline, base.aggregate_tok_s.median, best.setting, None, False, 1.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@ from specfrontier.report.tables import Table, all_tables, crossover_lines, flag_
 
 
 def _rich(t: Table) -> RichTable:
-    table = RichTable(title=t.title, title_justify="left", caption="\n".join(t.notes), caption_justify="left")
+    # Title and notes are printed around the table, not as its title/caption: rich wraps those to the
+    # table's width, which for a narrow table leaves a word or two per line.
+    table = RichTable()
     for i, h in enumerate(t.headers):
         table.add_column(escape(h), justify="left" if i == 0 else "right", overflow="fold")
     for row in t.rows:
@@ -28,7 +30,10 @@ def print_report(data: RunData, console: Console) -> None:
     )
     for t in all_tables(data):
         console.print()
+        console.print(escape(t.title), style="table.title")
         console.print(_rich(t))
+        for note in t.notes:
+            console.print(escape(note), style="table.caption")
     console.print()
     console.print("[bold]Crossovers[/bold]")
     for line in crossover_lines(data):

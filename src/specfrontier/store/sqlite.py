@@ -80,9 +80,19 @@ class Store:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"store = {str(path)!r}: cannot open ({exc}); fix: choose a writable path") from exc
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._init_schema()
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._init_schema()
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(
+                f"store = {str(path)!r}: cannot be used as a store ({exc}); "
+                "fix: pass a store written by `specfrontier tune`, or a new path"
+            ) from exc
+        except StoreError:
+            self._db.close()
+            raise
 
     def _init_schema(self) -> None:
         has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone()

@@ -1,0 +1,56 @@
+"""The embedded default on the real SmolLM2-135M model, shortened, through the CLI like a user."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+CLI = [sys.executable, "-c", "from specfrontier.cli import main; main()"]
+
+
+def test_default_settings_on_smollm2_end_to_end(llama_server: Path, tmp_path: Path) -> None:
+    store = tmp_path / "s.db"
+    config = tmp_path / "short.yaml"
+    # The default engine, model and settings; fewer levels, repeats and tokens to keep the test short.
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "concurrency": [1, 2],
+                "repeats": 2,
+                "rounds_per_cell": 2,
+                "workload": {"max_tokens": 32},
+                "store": str(store),
+            }  # fmt: skip
+        )
+    )
+    tune = subprocess.run([*CLI, "tune", "--config", str(config)], capture_output=True, text=True, cwd=tmp_path)
+    assert tune.returncode == 0, tune.stderr
+    for text in ("Per-request tok/s", "Aggregate tok/s", "Best setting per concurrency", "Recommendation"):
+        assert text in tune.stdout
+    assert "llama-server" in tune.stdout and "--port" in tune.stdout  # the exact launch command
+
+    runs = json.loads(subprocess.run([*CLI, "runs", "--json", "--store", str(store)], capture_output=True,
+                                     check=True).stdout)  # fmt: skip
+    assert [r["status"] for r in runs] == ["done"] and runs[0]["engine"] == "llamacpp"
+    report = json.loads(
+        subprocess.run(
+            [*CLI, "report", runs[0]["id"], "--store", str(store), "--format", "json"], capture_output=True, check=True
+        ).stdout  # fmt: skip
+    )
+    assert len(report["cells"]) == 4 * 2
+    cell = report["cells"][0]
+    for key in ("setting", "concurrency", "repeats", "per_request_tok_s_p50", "aggregate_tok_s", "ttft_p50_ms",
+                "tpot_p50_ms", "acceptance_rate", "acceptance_length", "capacity", "errors"):  # fmt: skip
+        assert key in cell
+    assert all(c["errors"] == 0 and c["aggregate_tok_s"] > 0 for c in report["cells"])
+    # n-gram speculation on the real model drafts on the copy-heavy code-edit prompts.
+    ngram = [c for c in report["cells"] if c["setting"]["name"].startswith("ngram-simple")]
+    assert ngram and all(c["acceptance_rate"] is not None for c in ngram)
+    assert all(c["capacity"] == 2 for c in report["cells"])

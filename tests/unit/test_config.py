@@ -1,0 +1,112 @@
+"""Config validation: every bad input becomes one ConfigError line naming the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specfrontier.config import default_config, load_config, parse_config
+from specfrontier.errors import ConfigError
+
+BASELINE = {"name": "baseline"}
+
+
+def _config(**overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"settings": [BASELINE, {"name": "ng", "spec_type": "ngram-simple", "ngram_size_n": 3}]}
+    data.update(overrides)
+    return data
+
+
+def test_default_config_is_the_embedded_cpu_sweep() -> None:
+    cfg = default_config()
+    assert cfg.engine.name == "llamacpp"
+    assert cfg.engine.model == "smollm2"
+    assert cfg.concurrency == (1, 2, 4)
+    assert cfg.repeats == 3
+    speculative = [s for s in cfg.settings if s.speculative]
+    assert [s.name for s in cfg.settings if not s.speculative] == ["baseline"]
+    assert 2 <= len(speculative) <= 4
+    assert all(s.spec_type.startswith("ngram") for s in speculative)
+
+
+def test_valid_config_parses_and_sorts_concurrency() -> None:
+    cfg = parse_config(_config(concurrency=[4, 1, 2, 2]))
+    assert cfg.concurrency == (1, 2, 4)
+    assert cfg.settings[1].parameters() == {"spec_type": "ngram-simple", "ngram_size_n": 3}
+    assert cfg.slots_for(cfg.settings[0]) == 4
+
+
+def test_missing_settings_means_the_default_settings() -> None:
+    cfg = parse_config({"concurrency": [1]})
+    assert [s.name for s in cfg.settings] == [s.name for s in default_config().settings]
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "fix"),
+    [
+        ({"engine": {"name": "vllm"}}, "engine.name = 'vllm'", "fix: use one of"),
+        ({"concurrency": [0, 2]}, "concurrency[0] = 0", "fix: use a larger value"),
+        ({"repeats": 0}, "repeats = 0", "fix: use a larger value"),
+        ({"bogus_key": 1}, "bogus_key = 1", "fix: remove this key"),
+        ({"engine": {"threds": 2}}, "engine.threds", "fix: remove this key"),
+        (
+            {"settings": [BASELINE, {"name": "x", "spec_type": "ngram-magic"}]},
+            "settings[1].spec_type",
+            "fix: use one of",
+        ),
+        (
+            {"settings": [{"name": "x", "spec_type": "ngram-mod"}]},
+            "no setting with spec_type 'none'",
+            "fix: add a baseline",
+        ),
+        ({"settings": [BASELINE, BASELINE]}, "name = 'baseline' appears twice", "fix: give every setting"),
+        ({"settings": [BASELINE, {"name": "d", "spec_type": "draft-simple"}]}, "engine.draft_model", "fix: set engine"),
+        (
+            {"settings": [BASELINE, {"name": "m", "spec_type": "ngram-mod", "ngram_size_n": 3}]},
+            "settings[m]: ngram_size_n",
+            "fix: remove them",
+        ),
+        ({"settings": [{"name": "b", "draft_n_max": 4}]}, "settings[b]: draft_n_max", "fix: set spec_type"),
+        (
+            {"settings": [BASELINE, {"name": "n", "spec_type": "ngram-simple", "draft_n_min": 5, "draft_n_max": 2}]},
+            "draft_n_min = 5 > draft_n_max = 2",
+            "fix: make draft_n_min",
+        ),
+        ({"settings": [{"name": "has space"}]}, "settings[0].name", "fix: use letters"),
+        ({"workload": {"max_tokens": 0}}, "workload.max_tokens = 0", "fix: use a larger value"),
+    ],
+)
+def test_invalid_config_names_field_and_fix(data: dict[str, Any], field: str, fix: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    message = str(info.value)
+    assert field in message
+    assert fix in message
+    assert "\n" not in message
+
+
+def test_load_config_reads_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("concurrency: [1, 8]\nrepeats: 2\nsettings:\n  - name: baseline\n")
+    cfg = load_config(path)
+    assert cfg.concurrency == (1, 8)
+    assert cfg.repeats == 2
+
+
+def test_load_config_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--config = .*cannot read.*fix: pass an existing file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("concurrency: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_config(listing)
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("concurrency: [0]\n")
+    with pytest.raises(ConfigError, match=str(wrong)):
+        load_config(wrong)
