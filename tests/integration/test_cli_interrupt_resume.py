@@ -63,8 +63,9 @@ def test_interrupt_then_resume(llama_server: Path, pair_full_acceptance: Synthet
     kept = _cells(store)
     assert kept >= 2
 
-    listed = json.loads(subprocess.run([*CLI, "runs", "--store", str(store), "--json"], capture_output=True,
-                                       check=True).stdout)  # fmt: skip
+    listed = json.loads(
+        subprocess.run([*CLI, "runs", "--store", str(store), "--json"], capture_output=True, check=True).stdout
+    )
     assert len(listed) == 1 and listed[0]["status"] == "interrupted"
     run_id = listed[0]["id"]
 
@@ -74,7 +75,7 @@ def test_interrupt_then_resume(llama_server: Path, pair_full_acceptance: Synthet
     report = json.loads(
         subprocess.run(
             [*CLI, "report", run_id, "--store", str(store), "--format", "json"], capture_output=True, check=True
-        ).stdout  # fmt: skip
+        ).stdout
     )
     assert report["run"]["status"] == "done"
     assert len(report["cells"]) == 3 * 2

@@ -27,7 +27,7 @@ def test_default_settings_on_smollm2_end_to_end(llama_server: Path, tmp_path: Pa
                 "rounds_per_cell": 2,
                 "workload": {"max_tokens": 32},
                 "store": str(store),
-            }  # fmt: skip
+            }
         )
     )
     tune = subprocess.run([*CLI, "tune", "--config", str(config)], capture_output=True, text=True, cwd=tmp_path)
@@ -36,18 +36,30 @@ def test_default_settings_on_smollm2_end_to_end(llama_server: Path, tmp_path: Pa
         assert text in tune.stdout
     assert "llama-server" in tune.stdout and "--port" in tune.stdout  # the exact launch command
 
-    runs = json.loads(subprocess.run([*CLI, "runs", "--json", "--store", str(store)], capture_output=True,
-                                     check=True).stdout)  # fmt: skip
+    runs = json.loads(
+        subprocess.run([*CLI, "runs", "--json", "--store", str(store)], capture_output=True, check=True).stdout
+    )
     assert [r["status"] for r in runs] == ["done"] and runs[0]["engine"] == "llamacpp"
     report = json.loads(
         subprocess.run(
             [*CLI, "report", runs[0]["id"], "--store", str(store), "--format", "json"], capture_output=True, check=True
-        ).stdout  # fmt: skip
+        ).stdout
     )
     assert len(report["cells"]) == 4 * 2
     cell = report["cells"][0]
-    for key in ("setting", "concurrency", "repeats", "per_request_tok_s_p50", "aggregate_tok_s", "ttft_p50_ms",
-                "tpot_p50_ms", "acceptance_rate", "acceptance_length", "capacity", "errors"):  # fmt: skip
+    for key in (
+        "setting",
+        "concurrency",
+        "repeats",
+        "per_request_tok_s_p50",
+        "aggregate_tok_s",
+        "ttft_p50_ms",
+        "tpot_p50_ms",
+        "acceptance_rate",
+        "acceptance_length",
+        "capacity",
+        "errors",
+    ):
         assert key in cell
     assert all(c["errors"] == 0 and c["aggregate_tok_s"] > 0 for c in report["cells"])
     # n-gram speculation on the real model drafts on the copy-heavy code-edit prompts.

@@ -47,7 +47,8 @@ def test_stop_kills_and_reaps_the_whole_group(tmp_path: Path) -> None:
     pgid = server.pid
     assert pgid is not None
     _wait_for(lambda: len(log.read_text().split()) == 2)
-    parent, grandchild = (int(x) for x in log.read_text().split())
+    leader, grandchild = (int(x) for x in log.read_text().split())
+    assert leader == pgid
     assert os.getpgid(grandchild) == pgid  # same group: killpg reaches it
     server.stop(grace_s=0.5)
     _wait_for(lambda: not group_alive(pgid))
