@@ -142,8 +142,11 @@ def report(
     """Print the tables, crossovers and recommendation of a stored run."""
     data = load_run(_open_existing(store), run_id)
     if fmt is ReportFormat.terminal:
-        target = Console(file=output.open("w", encoding="utf-8"), width=160) if output else console
-        print_report(data, target)
+        if output is None:
+            print_report(data, console)
+        else:
+            with output.open("w", encoding="utf-8") as fh:
+                print_report(data, Console(file=fh, width=160))
         return
     text = json.dumps(report_json(data), indent=2) + "\n" if fmt is ReportFormat.json else report_markdown(data)
     if output:

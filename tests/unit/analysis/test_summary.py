@@ -1,0 +1,181 @@
+"""load_run / summarise_cells on a hand-built store: medians and ranges over repeats, noise, pooled acceptance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specfrontier.analysis import CellSummary, Figure, RunData, load_run
+from specfrontier.errors import StoreError
+from specfrontier.records import RequestRecord, SpecCounters
+from specfrontier.store import Store
+
+MS = 1_000_000  # ns per ms
+
+
+def _record(
+    send_ms: int, first_ms: int | None, end_ms: int, tokens: int | None, error: str | None = None
+) -> RequestRecord:
+    return RequestRecord(
+        prompt_id="p",
+        send_ns=send_ms * MS,
+        end_ns=end_ms * MS,
+        first_token_ns=None if first_ms is None else first_ms * MS,
+        completion_tokens=tokens,
+        error=error,
+    )
+
+
+def _repeat(c: int, agg: int, ttft_ms: int = 100) -> list[RequestRecord]:
+    """C requests, all sent at 0 and ended at 1000 ms, carrying `agg` tokens in all: exactly `agg` tok/s."""
+    tokens = [agg // c] * c
+    tokens[0] += agg % c
+    return [_record(0, ttft_ms, 1000, t) for t in tokens]
+
+
+def _store(path: Path) -> tuple[Store, str]:
+    store = Store(path)
+    run_id = store.create_run(engine="llamacpp", config={}, environment={})
+    for pos, name in enumerate(("baseline", "ngram", "draft", "broken")):
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
+    return store, run_id
+
+
+def _add(
+    store: Store,
+    run_id: str,
+    setting: str,
+    c: int,
+    repeats: list[list[RequestRecord]],
+    counters: list[SpecCounters | None] | None = None,
+) -> None:
+    for rep, requests in enumerate(repeats):
+        store.record_cell(
+            run_id,
+            setting_id=setting,
+            workload="w",
+            concurrency=c,
+            repeat=rep,
+            requests=requests,
+            counters=counters[rep] if counters else None,
+            acceptance_source="metrics" if counters and counters[rep] else None,
+        )
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> RunData:
+    store, run_id = _store(tmp_path / "s.db")
+    # Repeats stored out of order on purpose: the median must not depend on the order.
+    _add(store, run_id, "baseline", 1, [_repeat(1, 82, 300), _repeat(1, 80, 100), _repeat(1, 81, 200)])
+    _add(store, run_id, "baseline", 4, [_repeat(4, 95), _repeat(4, 105), _repeat(4, 100)])  # range = 10%: not noisy
+    _add(store, run_id, "ngram", 2, [_repeat(2, 125), _repeat(2, 110), _repeat(2, 115)])  # 15/115 = 13%: noisy
+    _add(
+        store,
+        run_id,
+        "ngram",
+        1,
+        [_repeat(1, 100), _repeat(1, 104), _repeat(1, 108)],
+        [
+            SpecCounters(10, 5, 4, (3, 2)),
+            SpecCounters(30, 6, 10, (4, 2)),
+            SpecCounters(60, 30, 20, (20, 10, 0)),
+        ],
+    )
+    # One failed request in the second repeat (inside the 0..1000 ms window).
+    _add(store, run_id, "draft", 2, [_repeat(2, 60), [*_repeat(2, 60), _record(0, None, 500, None, "boom")]])
+    # A stored cell with no requests is skipped, not summarised.
+    _add(store, run_id, "draft", 4, [[]])
+    loaded = load_run(store, run_id)
+    store.close()
+    return loaded
+
+
+def _cell(data: RunData, setting: str, c: int) -> CellSummary:
+    cell = data.cell(setting, c)
+    assert cell is not None, (setting, c)
+    return cell
+
+
+def test_median_and_range_over_repeats(data: RunData) -> None:
+    base = _cell(data, "baseline", 1)
+    assert base.repeats == 3
+    assert base.aggregate_tok_s == Figure(median=81.0, low=80.0, high=82.0, n=3)
+    # TTFT 300, 100, 200 ms in the three repeats
+    assert base.ttft_p50_ms == Figure(200.0, 100.0, 300.0, 3)
+    # per-request tok/s = (tokens - 1) / (1000 ms - TTFT): 81/0.7, 79/0.9, 80/0.8 -> median 100, min 79/0.9
+    fig = base.per_request_tok_s_p50
+    assert fig.median == pytest.approx(100.0)
+    assert fig.low == pytest.approx(79 / 0.9)
+    assert fig.high == pytest.approx(81 / 0.7)
+    # TPOT = (1000 - TTFT) / (tokens - 1): 700/81, 900/79, 800/80 -> median 10 ms
+    assert base.tpot_p50_ms.median == pytest.approx(10.0)
+    assert (base.tpot_p50_ms.low, base.tpot_p50_ms.high) == pytest.approx((700 / 81, 900 / 79))
+    assert base.achieved_concurrency == Figure(1.0, 1.0, 1.0, 3)
+    assert not base.client_limited
+
+    ngram = _cell(data, "ngram", 2)
+    assert ngram.aggregate_tok_s == Figure(115.0, 110.0, 125.0, 3)
+    assert ngram.achieved_concurrency.median == pytest.approx(2.0)
+
+
+def test_noisy_flag_is_range_over_ten_percent_of_median(data: RunData) -> None:
+    noisy = _cell(data, "ngram", 2)
+    assert noisy.aggregate_tok_s.relative_spread == pytest.approx(15 / 115)
+    assert noisy.noisy
+    edge = _cell(data, "baseline", 4)
+    assert edge.aggregate_tok_s.relative_spread == pytest.approx(0.10)
+    assert not edge.noisy  # exactly 10% is not over it
+    assert not _cell(data, "ngram", 1).noisy  # 8/104
+
+
+def test_acceptance_is_pooled_over_repeats(data: RunData) -> None:
+    cell = _cell(data, "ngram", 1)
+    assert cell.counters == SpecCounters(100, 41, 34, (27, 14, 0))
+    # (5 + 6 + 30) / (10 + 30 + 60) = 0.41, not the mean of the per-repeat rates (0.5, 0.2, 0.5 -> 0.4)
+    assert cell.acceptance_rate == pytest.approx(0.41)
+    assert cell.acceptance_length == pytest.approx(1 + 41 / 34)
+    assert cell.acceptance_source == "metrics"
+    assert data.pooled_counters("ngram") == SpecCounters(100, 41, 34, (27, 14, 0))
+    base = _cell(data, "baseline", 1)
+    assert (base.counters, base.acceptance_rate, base.acceptance_length) == (None, None, None)
+    assert data.pooled_counters("baseline") is None
+
+
+def test_errors_and_requests_are_summed_over_repeats(data: RunData) -> None:
+    cell = _cell(data, "draft", 2)
+    assert cell.repeats == 2
+    assert (cell.requests, cell.errors) == (5, 1)
+    # the failed request adds no tokens and does not widen the 1 s window
+    assert cell.aggregate_tok_s == Figure(60.0, 60.0, 60.0, 2)
+
+
+def test_run_shape(data: RunData) -> None:
+    assert data.concurrency_levels == (1, 2, 4)
+    assert data.baseline == "baseline"
+    assert data.cell("draft", 4) is None  # its only stored repeat had no requests
+    assert data.measured_settings() == ["baseline", "ngram", "draft"]  # "broken" has no cell
+    assert [s.name for s in data.settings] == ["baseline", "ngram", "draft", "broken"]
+
+
+def test_client_limited_when_requests_do_not_overlap(tmp_path: Path) -> None:
+    store, run_id = _store(tmp_path / "s.db")
+    # C=2 asked, but the two requests ran one after the other: achieved concurrency 1.0 < 0.8 * 2
+    _add(store, run_id, "baseline", 2, [[_record(0, 10, 500, 10), _record(500, 510, 1000, 10)]])
+    cell = _cell(load_run(store, run_id), "baseline", 2)
+    store.close()
+    assert cell.achieved_concurrency.median == pytest.approx(1.0)
+    assert cell.client_limited
+
+
+def test_figure_of_ignores_missing_values() -> None:
+    assert Figure.of([None, None]) == Figure(None, None, None, 0)
+    assert Figure.of([3.0, None, 1.0]) == Figure(2.0, 1.0, 3.0, 2)
+    assert Figure.of([]).relative_spread is None
+
+
+def test_load_run_of_unknown_run_is_a_store_error(tmp_path: Path) -> None:
+    store, _ = _store(tmp_path / "s.db")
+    with pytest.raises(StoreError, match="run = 'nope'"):
+        load_run(store, "nope")
+    store.close()
