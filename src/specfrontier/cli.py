@@ -31,6 +31,8 @@ app = typer.Typer(
     help="Find the best speculative-decoding settings for an inference server, per concurrency.",
 )
 console = Console(highlight=False)
+if not console.is_terminal:  # piped or captured: rich would assume 80 columns and fold every table
+    console.width = 160
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 _state = {"debug": False}
 
@@ -164,7 +166,7 @@ def _open_existing(path: Path) -> Store:
 def main() -> None:
     """Entry point: run the app and turn our errors into one line and an exit code."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the exit code of typer.Exit in this mode
     except SpecFrontierError as exc:
         if _state["debug"]:
             raise
@@ -177,6 +179,7 @@ def main() -> None:
     except typer.exceptions.TyperException as exc:  # usage errors (unknown option, bad value)
         err.print(f"[red]Usage error[/red]: {escape(exc.format_message())}")
         sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 __all__ = ["app", "main"]

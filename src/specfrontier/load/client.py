@@ -197,8 +197,12 @@ class StreamingClient:
     """Sends streamed requests to one OpenAI-compatible server (`base_url` is the server root).
 
     `timeout_s` bounds each request from send to end of stream. Without an injected `session`, one is
-    created on first use with `TCPConnector(limit=0)`, because aiohttp's default pool of 100
-    connections would silently cap the concurrency being measured; it is closed by `aclose()`.
+    created on first use with `TCPConnector(limit=0, force_close=True)`: no pool limit, because aiohttp's
+    default of 100 connections would silently cap the concurrency being measured; and one connection per
+    request, because llama-server closes a connection after a streamed response and aiohttp would
+    otherwise reuse the dead socket ("Can not write request body" on every second request). A loopback
+    connect costs tens of microseconds, inside TTFT, as it would for a client without keep-alive.
+    A session created here is closed by `aclose()`.
     """
 
     def __init__(
@@ -248,7 +252,7 @@ class StreamingClient:
             raise RuntimeError("StreamingClient.send() called after aclose()")
         if self._session is None:
             # Created lazily: aiohttp wants a running event loop when a session is made.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
         return self._session
 
     async def send(self, prompt: Prompt, sampling: Sampling) -> RequestRecord:

@@ -175,3 +175,13 @@ def test_request_spec_stats_from_final_chunk_timings(tmp_path: Path) -> None:
     assert adapter.request_spec_stats({"timings": {"draft_n": 12, "draft_n_accepted": 9}}) == RequestSpecStats(12, 9)
     assert adapter.request_spec_stats({"timings": {"predicted_n": 5}}) == RequestSpecStats(0, 0)
     assert adapter.request_spec_stats({"choices": []}) is None
+
+
+def test_removed_options_listed_in_help_are_not_used() -> None:
+    text = (
+        "--spec-draft-n-max N                    number of tokens to draft (default: 3)\n"
+        "--draft, --draft-n, --draft-max N       the argument has been removed. use --spec-draft-n-max or\n"
+        "                                        --spec-ngram-mod-n-max\n"
+        "--metrics                               enable prometheus\n"
+    )
+    assert flags_in_help(text) == {"--spec-draft-n-max", "--metrics"}

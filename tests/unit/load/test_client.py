@@ -372,3 +372,38 @@ def test_body_for_completion_with_all_options() -> None:
         "seed": 1,
         "ignore_eos": True,
     }
+
+
+async def test_server_that_drops_keepalive_connections_after_a_stream() -> None:
+    """llama-server advertises keep-alive but closes the socket after a streamed response; a pooled
+    client would reuse the dead socket and fail every second request. Each request must succeed."""
+    body = (
+        sse(chat_chunk("hi"))
+        + sse(chat_chunk(None, "stop"))
+        + sse({"choices": [], "usage": usage(3, 1)})
+        + sse("[DONE]")
+    )
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+            b"Keep-Alive: timeout=5, max=100\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+        )
+        await writer.drain()
+        writer.close()  # right after the response, while the client already reuses the socket
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with StreamingClient(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+            records = []
+            for _ in range(4):
+                records.append(await client.send(CHAT, GREEDY))  # back to back, as in a closed loop
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert [r.error for r in records] == [None] * 4
+    assert [r.completion_tokens for r in records] == [1] * 4
