@@ -114,7 +114,10 @@ def tune(
         )
         raise typer.Exit(130) from None
     print_report(load_run(sweep.store, run_id), console)
-    console.print(f"\nstored as run {run_id} in {escape(str(sweep.store.path))}")
+    console.print(
+        f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
+        f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
+    )
 
 
 @app.command()

@@ -1,8 +1,11 @@
 """The grid sweep: one server launch per setting, every cell of that setting on the warm server.
 
-    for setting:  launch -> ready (startup time) -> capacity read-back
-        for repeat:  for concurrency:  warmup (unmeasured) -> counters -> window -> counters -> store
+    for setting:  launch -> ready (startup time) -> capacity read-back -> warmup (unmeasured)
+        for repeat:  for concurrency:  counters -> window -> counters -> store
     stop the server (process group), always
+
+Every window sends whole passes over the prompt set (request i uses prompt i mod n), so each cell sees
+each prompt equally often and cells at different concurrency levels measure the same mix.
 
 Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
 levels instead of biasing one. A setting whose server fails is recorded as failed with its log tail
@@ -181,7 +184,16 @@ class Sweep:
                     base_url,
                     timeout_s=self.config.request_timeout_s,
                     spec_stats_extractor=self.adapter.request_spec_stats,
+                    extra_body=self.adapter.request_extras(),
                 ) as client:
+                    top = max(self.config.concurrency)
+                    await run_closed_loop(  # unmeasured: first-request costs, allocator and cache warm-up
+                        client,
+                        self.prompts,
+                        self.sampling,
+                        concurrency=top,
+                        num_requests=self.config.warmup_rounds * top,
+                    )
                     for repeat, concurrency in todo:
                         await self._run_cell(run_id, setting, server, session, client, concurrency, repeat)
             self.store.update_setting(run_id, setting.name, status="done")
@@ -203,22 +215,13 @@ class Sweep:
         concurrency: int,
         repeat: int,
     ) -> None:
-        cfg = self.config
-        if cfg.warmup_rounds:
-            await run_closed_loop(
-                client,
-                self.prompts,
-                self.sampling,
-                concurrency=concurrency,
-                num_requests=cfg.warmup_rounds * concurrency,
-            )
         before = await self.adapter.spec_counters(session, base_url=client.base_url)
         records = await run_closed_loop(
             client,
             self.prompts,
             self.sampling,
             concurrency=concurrency,
-            num_requests=cfg.rounds_per_cell * concurrency,
+            num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(self.prompts)),
         )
         code = server.exited()
         if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
@@ -241,6 +244,12 @@ class Sweep:
         )
         if self.events.on_cell_done:
             self.events.on_cell_done(CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters))
+
+
+def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
+    """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
+    passes = -(-rounds * concurrency // prompts)
+    return passes * prompts
 
 
 def _window_counters(
@@ -289,4 +298,4 @@ def open_sweep(
     return sweep, sweep.new_run()
 
 
-__all__ = ["CellDone", "Sweep", "SweepEvents", "environment", "open_sweep", "workload_label"]
+__all__ = ["CellDone", "Sweep", "SweepEvents", "environment", "open_sweep", "requests_per_cell", "workload_label"]

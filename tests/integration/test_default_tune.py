@@ -45,7 +45,7 @@ def test_default_settings_on_smollm2_end_to_end(llama_server: Path, tmp_path: Pa
             [*CLI, "report", runs[0]["id"], "--store", str(store), "--format", "json"], capture_output=True, check=True
         ).stdout
     )
-    assert len(report["cells"]) == 4 * 2
+    assert len(report["cells"]) == 3 * 2
     cell = report["cells"][0]
     for key in (
         "setting",

@@ -92,5 +92,9 @@ class EngineAdapter(ABC):
 
     counters_source: ClassVar[str] = ""
 
+    def request_extras(self) -> dict[str, Any]:
+        """Engine-specific fields for every request body; none by default."""
+        return {}
+
 
 __all__ = ["Capacity", "EngineAdapter", "WindowAcceptance"]

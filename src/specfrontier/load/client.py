@@ -213,12 +213,15 @@ class StreamingClient:
         timeout_s: float = 600.0,
         spec_stats_extractor: SpecStatsExtractor | None = None,
         session: aiohttp.ClientSession | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         root = base_url.rstrip("/")
         self.base_url = root
         self.model = model
+        self.extra_body = dict(extra_body or {})
+        """Engine-specific fields added to every body (e.g. llama.cpp `cache_prompt: false`)."""
         self.timeout_s = timeout_s
         self.spec_stats_extractor = spec_stats_extractor
         self._urls: dict[ApiKind, str] = {
@@ -259,7 +262,7 @@ class StreamingClient:
         """Send one streamed request and record what happened; server-side failures set `error`."""
         session = self._get_session()
         url = self._urls[prompt.api]
-        body = build_request_body(prompt, sampling, self.model)
+        body = {**build_request_body(prompt, sampling, self.model), **self.extra_body}
         state = _StreamState(prompt.api, self.spec_stats_extractor)
         error: str | None
         end_ns: int

@@ -87,6 +87,14 @@ DEFINITIONS = {
 }
 
 
+def _per_position(data: RunData, setting: str) -> list[float]:
+    """P(draft position i accepted) per verification step, pooled over the setting's windows."""
+    pooled = data.pooled_counters(setting)
+    if pooled is None or pooled.verify_steps <= 0:
+        return []
+    return [a / pooled.verify_steps for a in pooled.accepted_per_position]
+
+
 def report_json(data: RunData) -> dict[str, Any]:
     run = data.run
     return {
@@ -107,6 +115,7 @@ def report_json(data: RunData) -> dict[str, Any]:
                 "capacity": s.capacity,
                 "capacity_source": s.capacity_source,
                 "startup_s": s.startup_s,
+                "acceptance_per_position": _per_position(data, s.name),
                 "command": shlex.join(s.command) if s.command else None,
                 "error": s.error,
             }

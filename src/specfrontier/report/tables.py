@@ -90,6 +90,10 @@ def settings_table(data: RunData) -> Table:
         rate = f"{pooled.accepted_tokens / pooled.draft_tokens:.1%}" if pooled and pooled.draft_tokens else "-"
         length = f"{1 + pooled.accepted_tokens / pooled.verify_steps:.2f}" if pooled and pooled.verify_steps else "-"
         drafted = f"{pooled.accepted_tokens}/{pooled.draft_tokens}" if pooled else "-"
+        positions = "-"
+        if pooled and pooled.verify_steps and pooled.accepted_per_position:
+            rates = [a / pooled.verify_steps for a in pooled.accepted_per_position[:4]]
+            positions = " ".join(f"{r:.2f}" for r in rates) + (" ..." if len(pooled.accepted_per_position) > 4 else "")
         rows.append(
             [
                 s.name,
@@ -99,13 +103,23 @@ def settings_table(data: RunData) -> Table:
                 rate,
                 length,
                 drafted,
+                positions,
             ]
         )
     sources = sorted({c.acceptance_source for c in data.cells if c.acceptance_source})
     capacity_sources = sorted({s.capacity_source for s in data.settings if s.capacity_source})
     return Table(
         "Settings: capacity, startup, acceptance",
-        ["setting", "status", "capacity", "startup s", "accept rate", "accept length", "accepted/drafted"],
+        [
+            "setting",
+            "status",
+            "capacity",
+            "startup s",
+            "accept rate",
+            "accept length",
+            "accepted/drafted",
+            "per position",
+        ],
         rows,
         [
             "capacity = max concurrent requests the running server reports"
@@ -114,7 +128,7 @@ def settings_table(data: RunData) -> Table:
             "accept rate = accepted draft tokens / drafted tokens; accept length = 1 + accepted / verification "
             "steps (tokens per step incl. the bonus token); pooled over every measured window (warmup excluded)"
             + (f"; source: {'; '.join(sources)}" if sources else "")
-            + ".",
+            + ". per position i = accepted draft tokens at position i / verification steps (first four shown).",
         ],
     )
 

@@ -185,3 +185,7 @@ def test_removed_options_listed_in_help_are_not_used() -> None:
         "--metrics                               enable prometheus\n"
     )
     assert flags_in_help(text) == {"--spec-draft-n-max", "--metrics"}
+
+
+def test_requests_disable_the_prompt_cache_so_repeats_agree(tmp_path: Path) -> None:
+    assert _adapter(tmp_path).request_extras() == {"cache_prompt": False}

@@ -407,3 +407,20 @@ async def test_server_that_drops_keepalive_connections_after_a_stream() -> None:
         await server.wait_closed()
     assert [r.error for r in records] == [None] * 4
     assert [r.completion_tokens for r in records] == [1] * 4
+
+
+async def test_extra_body_fields_are_sent_with_every_request(make_server: MakeServer) -> None:
+    bodies: list[dict[str, Any]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.json())
+        return await stream(
+            request, [sse(chat_chunk("a")), sse(chat_chunk(None, "stop", usage=usage(2, 1))), sse("[DONE]")]
+        )
+
+    url = await make_server(handler)
+    async with StreamingClient(url, extra_body={"cache_prompt": False}) as client:
+        record = await client.send(CHAT, GREEDY)
+    assert record.error is None
+    assert bodies[0]["cache_prompt"] is False
+    assert bodies[0]["messages"] == [{"role": "user", "content": "hi"}]

@@ -257,3 +257,11 @@ def test_reports_of_a_run_without_any_measured_cell(tmp_path: Path) -> None:
     console = Console(record=True, width=120)
     print_report(data, console)
     assert "setting baseline failed: exit 1" in console.export_text()
+
+
+def test_per_position_acceptance_is_pooled_per_setting(data: RunData) -> None:
+    # COUNTERS in each of 9 cells: positions (6, 4) over 5 verification steps -> 1.2 and 0.8 per step.
+    settings = {s["name"]: s for s in report_json(data)["settings"]}
+    assert settings["draft"]["acceptance_per_position"] == pytest.approx([6 / 5, 4 / 5])
+    assert settings["baseline"]["acceptance_per_position"] == []
+    assert "1.20 0.80" in report_markdown(data)
