@@ -82,10 +82,16 @@ def _events(quiet: bool) -> SweepEvents:
 
 
 async def _run_sweep(sweep: Sweep, run_id: str) -> None:
+    """Run the sweep; SIGINT (Ctrl-C) and SIGTERM cancel it cleanly (server stopped, cells kept).
+
+    Both are installed explicitly: a process started in the background by a non-interactive shell
+    inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler of its own.
+    """
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)  # SIGTERM stops like Ctrl-C
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
     await sweep.run(run_id)
 
 
