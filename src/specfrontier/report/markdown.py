@@ -32,6 +32,8 @@ def report_markdown(data: RunData) -> str:
     body = [_table(t) for t in all_tables(data)]
     body.append("### Crossovers\n\n" + "\n".join(f"- {line}" for line in crossover_lines(data)) + "\n")
     rec = ["### Recommendation", ""]
+    if not data.cells:
+        rec.append("Nothing to recommend: no cell was measured (see the flags for failed settings).")
     for headline, command in recommendation_lines(data):
         rec += [f"- {_escape(headline)}", "", "  ```", f"  {command}", "  ```"]
     body.append("\n".join(rec) + "\n")

@@ -45,6 +45,8 @@ def print_report(data: RunData, console: Console) -> None:
             console.print(f"  {escape(line)}")
     console.print()
     console.print("[bold green]Recommendation[/bold green]")
+    if not data.cells:
+        console.print("  nothing to recommend: no cell was measured (see the flags for failed settings)")
     for headline, command in recommendation_lines(data):
         console.print(f"  {escape(headline)}")
         console.print(f"    {escape(command)}", soft_wrap=True)

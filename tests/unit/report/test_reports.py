@@ -253,10 +253,14 @@ def test_reports_of_a_run_without_any_measured_cell(tmp_path: Path) -> None:
     store.close()
     out = report_json(data)
     assert (out["cells"], out["best_per_concurrency"], out["recommendations"]) == ([], [], [])
-    assert "- setting baseline failed: exit 1" in report_markdown(data)
+    markdown = report_markdown(data)
+    assert "- setting baseline failed: exit 1" in markdown
+    assert "Nothing to recommend: no cell was measured" in markdown
     console = Console(record=True, width=120)
     print_report(data, console)
-    assert "setting baseline failed: exit 1" in console.export_text()
+    text = console.export_text()
+    assert "setting baseline failed: exit 1" in text
+    assert "nothing to recommend: no cell was measured" in text
 
 
 def test_per_position_acceptance_is_pooled_per_setting(data: RunData) -> None:
