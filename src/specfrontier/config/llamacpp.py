@@ -1,19 +1,13 @@
-"""The YAML config of a sweep, as pydantic models, and the one function that loads it.
-
-Every model forbids unknown keys, so a typo is an error, and every validation problem is turned into
-one line that names the field, the value seen and the fix (see `errors`). Nothing here launches a
-server: `load_config` is meant to fail before any process starts.
-"""
+"""llama.cpp (`llama-server`) settings and engine options, and the embedded CPU default."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, ClassVar, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from specfrontier.errors import ConfigError
+from specfrontier.config.common import TuneBase, _Strict
 
 SpecType = Literal[
     "none",
@@ -25,10 +19,6 @@ SpecType = Literal[
     "ngram-cache",
 ]
 NGRAM_SIZED_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class LlamaCppSetting(_Strict):
@@ -98,60 +88,18 @@ class LlamaCppEngine(_Strict):
     extra_args: tuple[str, ...] = Field((), description="More llama-server arguments for every setting.")
 
 
-class WorkloadConfig(_Strict):
-    """What the load generator sends in every cell."""
+class LlamaCppTuneConfig(TuneBase):
+    """A llama.cpp sweep: engine x settings x concurrency levels x repeats over one workload."""
 
-    prompts: str = Field(
-        "builtin:cpu-mix", description="'builtin:<name>' or a JSONL file of prompts (see docs/workloads.md)."
+    baseline_hint: ClassVar[str] = (
+        "no setting with spec_type 'none'; fix: add a baseline (name: baseline, spec_type: none)"
     )
-    api: Literal["chat", "completion"] | None = Field(
-        None, description="Force the endpoint; default: each prompt's own (chat for builtin prompts)."
-    )
-    max_tokens: int = Field(48, ge=1, le=65536, description="Output length cap per request.")
-    temperature: float = Field(0.0, ge=0.0, le=5.0, description="Sampling temperature (0 = greedy).")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="Nucleus sampling cut (unset = engine's).")
-    ignore_eos: bool = Field(False, description="Keep generating past EOS up to max_tokens (best case).")
-    seed: int | None = Field(None, description="Per-request sampling seed where the engine honours it.")
-
-
-class TuneConfig(_Strict):
-    """A whole sweep: engine x settings x concurrency levels x repeats over one workload."""
 
     engine: LlamaCppEngine = Field(default_factory=LlamaCppEngine)
     settings: tuple[LlamaCppSetting, ...] = Field(min_length=1, description="Settings to compare.")
-    concurrency: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = Field(
-        (1, 2, 4), min_length=1, description="Closed-loop client concurrency levels."
-    )
-    repeats: int = Field(3, ge=1, le=50, description="Measurements of every cell (spread is reported).")
-    rounds_per_cell: int = Field(
-        2,
-        ge=1,
-        le=1000,
-        description="Requests per cell: at least rounds x concurrency, rounded up to whole passes over the prompts.",
-    )
-    warmup_rounds: int = Field(
-        1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
-    )
-    request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
-    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
-    store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
-
-    @field_validator("concurrency")
-    @classmethod
-    def _sorted_unique(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(sorted(set(levels)))
 
     @model_validator(mode="after")
-    def _settings_are_consistent(self) -> TuneConfig:
-        names = [s.name for s in self.settings]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"settings: name = {dupes[0]!r} appears twice; fix: give every setting a unique name")
-        if not any(not s.speculative for s in self.settings):
-            raise ValueError(
-                "settings: no setting with spec_type 'none'; fix: add a baseline "
-                "(name: baseline, spec_type: none); speedups are measured against it"
-            )
+    def _draft_model_present(self) -> LlamaCppTuneConfig:
         if any(s.spec_type == "draft-simple" for s in self.settings) and self.engine.draft_model is None:
             raise ValueError(
                 "engine.draft_model is unset but a setting uses spec_type 'draft-simple'; "
@@ -175,81 +123,17 @@ def default_settings() -> tuple[LlamaCppSetting, ...]:
     )
 
 
-def default_config() -> TuneConfig:
+def default_config() -> LlamaCppTuneConfig:
     """The config `specfrontier tune` runs with no --config: SmolLM2-135M on llama.cpp, C = 1, 2, 4."""
-    return TuneConfig(settings=default_settings())
-
-
-_FIX_BY_ERROR_TYPE = {
-    "extra_forbidden": "remove this key (it is not a known field; check the spelling)",
-    "missing": "add this key",
-    "literal_error": "use one of the allowed values",
-    "greater_than_equal": "use a larger value",
-    "greater_than": "use a larger value",
-    "less_than_equal": "use a smaller value",
-    "less_than": "use a smaller value",
-    "too_short": "add at least one entry",
-    "int_parsing": "use a whole number",
-    "int_from_float": "use a whole number",
-    "float_parsing": "use a number",
-    "bool_parsing": "use true or false",
-    "string_pattern_mismatch": "use letters, digits and . _ : + - only",
-}
-
-
-def _describe(exc: ValidationError, source: str) -> str:
-    """One line for the first problem: `<source>: <field> = <value>: <what>; fix: <action>`."""
-    first = exc.errors()[0]
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or "(top level)"
-    message = str(first["msg"]).removeprefix("Value error, ")
-    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-    if "fix:" in message:
-        return f"{source}: {message}{more}"
-    value = first.get("input")
-    shown = repr(value) if not isinstance(value, dict) else "{...}"
-    fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")
-    return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
-
-
-def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
-    """Validate a config mapping; a missing `settings` key means the embedded default settings."""
-    if "settings" not in data:
-        data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in default_settings()]}
-    try:
-        return TuneConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from exc
-
-
-def load_config(path: Path | None) -> TuneConfig:
-    """Read and validate a YAML config; None gives the embedded default."""
-    if path is None:
-        return default_config()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"--config = {str(path)!r}: cannot read it ({exc.strerror}); fix: pass an existing file"
-        ) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc}); fix: correct the YAML syntax") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level = {type(data).__name__}: must be a mapping; fix: use `key: value` lines")
-    return parse_config(data, source=str(path))
+    return LlamaCppTuneConfig(settings=default_settings())
 
 
 __all__ = [
+    "NGRAM_SIZED_TYPES",
     "LlamaCppEngine",
     "LlamaCppSetting",
+    "LlamaCppTuneConfig",
     "SpecType",
-    "TuneConfig",
-    "WorkloadConfig",
     "default_config",
     "default_settings",
-    "load_config",
-    "parse_config",
 ]

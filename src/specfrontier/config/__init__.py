@@ -1,0 +1,77 @@
+"""The YAML config of a sweep, as pydantic models, and the one function that loads it.
+
+One config class per engine family (`engine.name` picks it); the sweep shape, the workload and the
+error format are shared (`common`). Nothing here launches a server: `load_config` fails before any
+process starts, with one line naming the field, the value seen and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from specfrontier.config.common import SettingLike, TuneBase, WorkloadConfig, describe_validation_error
+from specfrontier.config.llamacpp import (
+    NGRAM_SIZED_TYPES,
+    LlamaCppEngine,
+    LlamaCppSetting,
+    LlamaCppTuneConfig,
+    SpecType,
+    default_config,
+    default_settings,
+)
+from specfrontier.errors import ConfigError
+
+TuneConfig = LlamaCppTuneConfig
+"""The config of a sweep (one class per engine family; llama.cpp is the one built so far)."""
+
+
+def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
+    """Validate a config mapping; a missing `settings` key means the embedded default settings."""
+    if "settings" not in data:
+        data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in default_settings()]}
+    try:
+        return LlamaCppTuneConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, source)) from exc
+
+
+def load_config(path: Path | None) -> TuneConfig:
+    """Read and validate a YAML config; None gives the embedded default."""
+    if path is None:
+        return default_config()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"--config = {str(path)!r}: cannot read it ({exc.strerror}); fix: pass an existing file"
+        ) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc}); fix: correct the YAML syntax") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level = {type(data).__name__}: must be a mapping; fix: use `key: value` lines")
+    return parse_config(data, source=str(path))
+
+
+__all__ = [
+    "NGRAM_SIZED_TYPES",
+    "LlamaCppEngine",
+    "LlamaCppSetting",
+    "LlamaCppTuneConfig",
+    "SettingLike",
+    "SpecType",
+    "TuneBase",
+    "TuneConfig",
+    "WorkloadConfig",
+    "default_config",
+    "default_settings",
+    "load_config",
+    "parse_config",
+]

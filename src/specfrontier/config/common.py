@@ -1,0 +1,137 @@
+"""Config pieces shared by every engine: strict models, the workload, the sweep shape, and errors.
+
+Every model forbids unknown keys, so a typo is an error, and every validation problem is turned into
+one line that names the field, the value seen and the fix. Nothing here launches a server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SettingLike(Protocol):
+    """What the sweep and reports need of any engine's setting."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def speculative(self) -> bool: ...
+
+    def parameters(self) -> dict[str, Any]: ...
+
+
+class WorkloadConfig(_Strict):
+    """What the load generator sends in every cell."""
+
+    prompts: str = Field(
+        "builtin:cpu-mix", description="'builtin:<name>' or a JSONL file of prompts (see docs/workloads.md)."
+    )
+    api: Literal["chat", "completion"] | None = Field(
+        None, description="Force the endpoint; default: each prompt's own (chat for builtin prompts)."
+    )
+    max_tokens: int = Field(48, ge=1, le=65536, description="Output length cap per request.")
+    temperature: float = Field(0.0, ge=0.0, le=5.0, description="Sampling temperature (0 = greedy).")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, description="Nucleus sampling cut (unset = engine's).")
+    ignore_eos: bool = Field(False, description="Keep generating past EOS up to max_tokens (best case).")
+    seed: int | None = Field(None, description="Per-request sampling seed where the engine honours it.")
+
+
+class TuneBase(_Strict):
+    """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
+
+    Subclasses add `engine` and `settings`; `baseline_hint` says how that engine spells "no speculation".
+    """
+
+    baseline_hint: ClassVar[str] = "add a setting without speculation"
+
+    concurrency: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = Field(
+        (1, 2, 4), min_length=1, description="Closed-loop client concurrency levels."
+    )
+    repeats: int = Field(3, ge=1, le=50, description="Measurements of every cell (spread is reported).")
+    rounds_per_cell: int = Field(
+        2,
+        ge=1,
+        le=1000,
+        description="Requests per cell: at least rounds x concurrency, rounded up to whole passes over the prompts.",
+    )
+    warmup_rounds: int = Field(
+        1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
+    )
+    request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _sorted_unique(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(levels)))
+
+    def all_settings(self) -> tuple[SettingLike, ...]:
+        settings: tuple[SettingLike, ...] = getattr(self, "settings", ())
+        return settings
+
+    @model_validator(mode="after")
+    def _names_unique_and_baseline_present(self) -> TuneBase:
+        names = [s.name for s in self.all_settings()]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"settings: name = {dupes[0]!r} appears twice; fix: give every setting a unique name")
+        if not any(not s.speculative for s in self.all_settings()):
+            raise ValueError(f"settings: {self.baseline_hint}; speedups are measured against it")
+        return self
+
+
+_FIX_BY_ERROR_TYPE = {
+    "extra_forbidden": "remove this key (it is not a known field; check the spelling)",
+    "missing": "add this key",
+    "literal_error": "use one of the allowed values",
+    "greater_than_equal": "use a larger value",
+    "greater_than": "use a larger value",
+    "less_than_equal": "use a smaller value",
+    "less_than": "use a smaller value",
+    "too_short": "add at least one entry",
+    "int_parsing": "use a whole number",
+    "int_from_float": "use a whole number",
+    "float_parsing": "use a number",
+    "bool_parsing": "use true or false",
+    "string_pattern_mismatch": "use letters, digits and . _ : + - only",
+}
+
+
+def _describe(exc: ValidationError, source: str) -> str:
+    """One line for the first problem: `<source>: <field> = <value>: <what>; fix: <action>`."""
+    first = exc.errors()[0]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or "(top level)"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    if "fix:" in message:
+        return f"{source}: {message}{more}"
+    value = first.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")
+    return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
+
+
+def describe_validation_error(exc: ValidationError, source: str) -> str:
+    """One line for the first problem: `<source>: <field> = <value>: <what>; fix: <action>`."""
+    first = exc.errors()[0]
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or "(top level)"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
+    if "fix:" in message:
+        return f"{source}: {message}{more}"
+    value = first.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")
+    return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
+
+
+__all__ = ["SettingLike", "TuneBase", "WorkloadConfig", "describe_validation_error"]
