@@ -147,7 +147,8 @@ def recommend(data: RunData) -> list[Recommendation]:
         else:
             note = "no baseline measured at these levels"
         if not solid:
-            note += "; the margin is within the spread of repeats at some level (treat as a tie)"
+            tied = sorted({f"{b.runner_up} at C={b.concurrency}" for b in group if not b.beyond_spread and b.runner_up})
+            note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie)"
         out.append(Recommendation(name, levels, data.setting(name).command, solid, note))
     return out
 
