@@ -1,0 +1,74 @@
+"""A discrete-event simulator of a continuous-batching speculative-decoding server (SGLang-like).
+
+Everything this package returns is a MODEL PREDICTION, not a measurement: a profile (`profiles/*.json`)
+describes a deployment by a capacity law, a draft/verify cycle cost with an MoE expert-coverage term,
+a prefill cost and per-workload acceptance; the event loop (`core`) turns a setting and a load into
+per-request timings. Use it to plan sweeps, to test the tool end to end without a GPU, and to check a
+model against measured cells (`calibrate`), never in place of measuring the real server.
+
+- `profile`: `SimProfile`, `load_profile(name)`; `setting`: SGLang's flag rules (`SimSetting`);
+- `core`: the event loop; `virtual`: closed-loop cells in virtual time returning `RequestRecord`s,
+  and the seed grid; `steady`: the closed-form surrogate used for fitting;
+- `calibrate`: fit a profile to measured cells (`calibrate.calibrate`; not re-exported here, so the
+  name `specfrontier.sim.calibrate` stays the module) and print the per-cell comparison.
+"""
+
+from specfrontier.sim.calibrate import (
+    CalibrationTable,
+    TableRow,
+    calibrate_main,
+    predict_table,
+    render_table,
+)
+from specfrontier.sim.core import ServerCore, SimRequest, StepResult
+from specfrontier.sim.costs import capacity, capacity_law, cycle_time_ms, expert_coverage, prefill_time_ms
+from specfrontier.sim.measurements import MeasuredCell, Measurements, load_measurements, parse_measurements
+from specfrontier.sim.profile import SimProfile, WorkloadModel, available_profiles, load_profile, parse_profile
+from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
+from specfrontier.sim.steady import SteadyCell, steady_cell
+from specfrontier.sim.virtual import (
+    GridCell,
+    SeedProtocol,
+    best_steps,
+    run_grid,
+    seed_setting,
+    simulate_cell,
+    simulate_seed_cell,
+)
+
+__all__ = [
+    "CalibrationTable",
+    "GridCell",
+    "MeasuredCell",
+    "Measurements",
+    "ResolvedSetting",
+    "SeedProtocol",
+    "ServerCore",
+    "SimProfile",
+    "SimRequest",
+    "SimSetting",
+    "SteadyCell",
+    "StepResult",
+    "TableRow",
+    "WorkloadModel",
+    "available_profiles",
+    "best_steps",
+    "calibrate_main",
+    "capacity",
+    "capacity_law",
+    "cycle_time_ms",
+    "expert_coverage",
+    "load_measurements",
+    "load_profile",
+    "parse_measurements",
+    "parse_profile",
+    "predict_table",
+    "prefill_time_ms",
+    "render_table",
+    "resolve_setting",
+    "run_grid",
+    "seed_setting",
+    "simulate_cell",
+    "simulate_seed_cell",
+    "steady_cell",
+]

@@ -1,0 +1,37 @@
+"""Acceptance formulas: chain tau, temperature, tree widening, expert coverage."""
+
+from __future__ import annotations
+
+import pytest
+
+from specfrontier.sim import SimSetting, expert_coverage, load_profile, resolve_setting
+from specfrontier.sim.acceptance import acceptance_length, chain_rates, tree_widths, workload_rates
+
+
+def test_chain_tau_matches_the_geometric_formula() -> None:
+    alpha, steps = 0.8, 4
+    expected = (1 - alpha ** (steps + 1)) / (1 - alpha)  # Leviathan eq. 1
+    assert acceptance_length([alpha] * steps) == pytest.approx(expected)
+
+
+def test_temperature_lowers_every_rate_and_last_rate_repeats() -> None:
+    greedy = chain_rates([0.8, 0.7], 4, 0.0, 0.2)
+    sampled = chain_rates([0.8, 0.7], 4, 0.7, 0.2)
+    assert greedy == pytest.approx([0.8, 0.7, 0.7, 0.7])
+    assert all(s < g for s, g in zip(sampled, greedy, strict=True))
+
+
+def test_tree_spends_draft_tokens_within_topk_and_beats_the_chain() -> None:
+    widths = tree_widths([0.7] * 3, topk=4, draft_nodes=7, rank_share=0.4)
+    assert sum(widths) == 7 and max(widths) <= 4 and widths[0] >= 1
+    chat = load_profile("seed-qwen3.5-122b-a10b").workload("chat")
+    chain = resolve_setting(SimSetting("EAGLE3", num_steps=3, eagle_topk=1))
+    tree = resolve_setting(SimSetting("EAGLE3", num_steps=3, eagle_topk=4, num_draft_tokens=8))
+    assert acceptance_length(workload_rates(chat, tree, 0.0)) > acceptance_length(workload_rates(chat, chain, 0.0))
+
+
+def test_expert_coverage_matches_theory_table() -> None:
+    # theory.md 2.1: Qwen3.5-122B-A10B (E=256, k=8): Ncov(16) = 102, Ncov(64) = 222.
+    assert expert_coverage(16, 256, 8) == pytest.approx(102, abs=0.5)
+    assert expert_coverage(64, 256, 8) == pytest.approx(222, abs=0.5)
+    assert expert_coverage(0, 256, 8) == 0.0
