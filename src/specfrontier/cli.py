@@ -19,9 +19,19 @@ from rich.console import Console
 from rich.markup import escape
 
 from specfrontier.analysis import load_run
-from specfrontier.config import LlamaCppSetting, load_config
+from specfrontier.config import (
+    ENGINE_NAMES,
+    LlamaCppSetting,
+    SGLangTuneConfig,
+    SimEngine,
+    TuneConfig,
+    load_config,
+    parse_config,
+    seed_sim_config,
+)
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report, report_json, report_markdown
+from specfrontier.sim_sweep import VirtualSweep
 from specfrontier.store import Store
 from specfrontier.sweep import CellDone, Sweep, SweepEvents, open_sweep
 
@@ -95,6 +105,49 @@ async def _run_sweep(sweep: Sweep, run_id: str) -> None:
     await sweep.run(run_id)
 
 
+def _tune_config(path: Path | None, engine: str | None, profile: str | None) -> TuneConfig:
+    """The config from --config, or the engine's embedded default; --engine/--profile must agree with it."""
+    if engine is not None and engine not in ENGINE_NAMES:
+        raise ConfigError(f"--engine = {engine!r}: unknown engine; fix: use one of {', '.join(ENGINE_NAMES)}")
+    if path is None and engine == "sim":
+        cfg: TuneConfig = seed_sim_config()
+    else:
+        cfg = load_config(path)
+    if engine is not None and cfg.engine.name != engine:
+        raise ConfigError(f"--engine = {engine!r} but the config says engine.name = {cfg.engine.name!r}; fix: drop one")
+    if profile is not None:
+        if not isinstance(cfg, SGLangTuneConfig) or not isinstance(cfg.engine, SimEngine):
+            raise ConfigError(f"--profile = {profile!r} needs the simulator; fix: add --engine sim")
+        cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(update={"profile": profile})})
+    return cfg
+
+
+def _stored_engine(store: Path | None, run_id: str) -> str:
+    return _open_existing(store or Path("specfrontier.db")).run(run_id).engine
+
+
+def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: str | None, quiet: bool) -> None:
+    """`tune --engine sim`: simulated cells in virtual time, stored and reported like a real run."""
+    if resume is not None:
+        store = _open_existing(store_path or Path("specfrontier.db"))
+        stored = parse_config(store.run(resume).config, source=f"run {resume} config")
+        assert isinstance(stored, SGLangTuneConfig)
+        virtual, run_id = VirtualSweep(stored), resume
+        virtual.attach(store)
+    else:
+        assert isinstance(cfg, SGLangTuneConfig)
+        virtual = VirtualSweep(cfg)  # validates profile and settings before any file is written
+        virtual.attach(Store(store_path or cfg.store))
+        run_id = virtual.new_run()
+    events = _events(quiet)
+    virtual.on_cell_done = events.on_cell_done
+    if not quiet:
+        console.print(f"run [bold]{run_id}[/bold] (SIMULATED: model predictions, not measurements)")
+    virtual.run(run_id)
+    print_report(load_run(virtual.store, run_id), console)
+    console.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
+
+
 @app.command()
 def tune(
     config: Annotated[
@@ -105,9 +158,18 @@ def tune(
         str | None, typer.Option("--resume", help="Continue an interrupted run (its stored config is used).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="llamacpp (default) or sim: the simulator's seed grid, a model, in seconds."),
+    ] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Simulator profile (with --engine sim).")] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
-    cfg = load_config(config) if resume is None else None
+    cfg = _tune_config(config, engine, profile) if resume is None else None
+    if isinstance(cfg, SGLangTuneConfig) or (resume is not None and _stored_engine(store, resume) == "sim"):
+        _tune_virtual(cfg, store, resume=resume, quiet=quiet)
+        return
+    assert not isinstance(cfg, SGLangTuneConfig)
     sweep, run_id = open_sweep(cfg, store, resume=resume, events=_events(quiet))
     if not quiet:
         console.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")
@@ -164,6 +226,17 @@ def report(
         output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def calibrate(
+    measurements: Annotated[Path, typer.Argument(help="Measured cells: the seed JSON shape or a list of cells.")],
+    profile: Annotated[str, typer.Option("--profile", help="Simulator profile to fit.")] = "seed-qwen3.5-122b-a10b",
+) -> None:
+    """Fit a simulator profile to measured cells and print the per-cell error table."""
+    from specfrontier.sim.calibrate import calibrate_main
+
+    sys.stdout.write(calibrate_main(measurements, profile) + "\n")
 
 
 def _open_existing(path: Path) -> Store:

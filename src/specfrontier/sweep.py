@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 import specfrontier
-from specfrontier.config import LlamaCppSetting, TuneConfig, parse_config
+from specfrontier.config import LlamaCppSetting, LlamaCppTuneConfig, SGLangTuneConfig, TuneConfig, parse_config
 from specfrontier.engines import ENGINES, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
@@ -58,7 +58,7 @@ class SweepEvents:
     on_cell_done: Callable[[CellDone], None] | None = None
 
 
-def workload_label(config: TuneConfig) -> str:
+def workload_label(config: LlamaCppTuneConfig) -> str:
     w = config.workload
     return f"{w.prompts}|t={w.temperature}|max={w.max_tokens}|eos={'ignore' if w.ignore_eos else 'natural'}"
 
@@ -85,7 +85,7 @@ def environment(adapter: EngineAdapter) -> dict[str, Any]:
 class Sweep:
     """Runs (or resumes) one run of a config against a store."""
 
-    def __init__(self, config: TuneConfig, *, events: SweepEvents | None = None) -> None:
+    def __init__(self, config: LlamaCppTuneConfig, *, events: SweepEvents | None = None) -> None:
         self.config = config
         self._store: Store | None = None
         self.events = events or SweepEvents()
@@ -283,13 +283,15 @@ def open_sweep(
         if row.status == "done":
             raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
         stored = parse_config(row.config, source=f"run {resume} config")
+        if isinstance(stored, SGLangTuneConfig):
+            raise StoreError(f"run = {resume!r}: a simulator run; fix: run `specfrontier tune --resume {resume}`")
         sweep = Sweep(stored, events=events)
         sweep.prepare()
         sweep.attach(store)
         store.set_run_status(resume, "running")
         return sweep, resume
-    if config is None:
-        raise ValueError("open_sweep needs a config when not resuming")
+    if config is None or isinstance(config, SGLangTuneConfig):
+        raise ValueError("open_sweep needs a llama.cpp config when not resuming")
     if store_path is not None:
         config = config.model_copy(update={"store": store_path})
     sweep = Sweep(config, events=events)

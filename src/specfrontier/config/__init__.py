@@ -23,18 +23,34 @@ from specfrontier.config.llamacpp import (
     default_config,
     default_settings,
 )
+from specfrontier.config.sglang import SGLangEngine, SGLangSetting, SGLangTuneConfig, SimEngine, seed_sim_config
 from specfrontier.errors import ConfigError
 
-TuneConfig = LlamaCppTuneConfig
-"""The config of a sweep (one class per engine family; llama.cpp is the one built so far)."""
+TuneConfig = LlamaCppTuneConfig | SGLangTuneConfig
+"""The config of a sweep: one class per engine family, picked by `engine.name`."""
+
+ENGINE_NAMES = ("llamacpp", "sim")
+"""Engines a config may name today (the SGLang server adapter is not built yet)."""
 
 
 def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
-    """Validate a config mapping; a missing `settings` key means the embedded default settings."""
-    if "settings" not in data:
+    """Validate a config mapping; `engine.name` picks the config class; a missing `settings` key means
+    that engine's embedded default settings."""
+    engine = data.get("engine")
+    name = engine.get("name", "llamacpp") if isinstance(engine, dict) else "llamacpp"
+    if name not in ENGINE_NAMES:
+        raise ConfigError(
+            f"{source}: engine.name = {name!r}: unknown engine; fix: use one of {', '.join(ENGINE_NAMES)}"
+        )
+    cls: type[LlamaCppTuneConfig] | type[SGLangTuneConfig] = LlamaCppTuneConfig
+    if name == "sim":
+        cls = SGLangTuneConfig
+        if "settings" not in data:
+            data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in seed_sim_config().settings]}
+    elif "settings" not in data:
         data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in default_settings()]}
     try:
-        return LlamaCppTuneConfig.model_validate(data)
+        return cls.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, source)) from exc
 
@@ -61,11 +77,16 @@ def load_config(path: Path | None) -> TuneConfig:
 
 
 __all__ = [
+    "ENGINE_NAMES",
     "NGRAM_SIZED_TYPES",
     "LlamaCppEngine",
     "LlamaCppSetting",
     "LlamaCppTuneConfig",
+    "SGLangEngine",
+    "SGLangSetting",
+    "SGLangTuneConfig",
     "SettingLike",
+    "SimEngine",
     "SpecType",
     "TuneBase",
     "TuneConfig",
@@ -74,4 +95,5 @@ __all__ = [
     "default_settings",
     "load_config",
     "parse_config",
+    "seed_sim_config",
 ]

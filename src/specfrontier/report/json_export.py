@@ -105,6 +105,7 @@ def report_json(data: RunData) -> dict[str, Any]:
             "created": run.created_at,
             "finished": run.finished_at,
             "environment": run.environment,
+            "simulated": bool(run.environment.get("simulated")),
         },
         "definitions": DEFINITIONS,
         "settings": [

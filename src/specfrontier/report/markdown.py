@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from specfrontier.analysis import RunData
-from specfrontier.report.tables import Table, all_tables, crossover_lines, flag_lines, recommendation_lines
+from specfrontier.report.tables import (
+    SIMULATED_NOTE,
+    Table,
+    all_tables,
+    crossover_lines,
+    flag_lines,
+    recommendation_lines,
+)
 
 
 def _escape(cell: str) -> str:
@@ -29,6 +36,8 @@ def report_markdown(data: RunData) -> str:
         f"- created: {run.created_at}",
         "",
     ]
+    if env.get("simulated"):
+        head += [f"**{SIMULATED_NOTE}**", ""]
     body = [_table(t) for t in all_tables(data)]
     body.append("### Crossovers\n\n" + "\n".join(f"- {line}" for line in crossover_lines(data)) + "\n")
     rec = ["### Recommendation", ""]

@@ -26,6 +26,11 @@ SPREAD_NOTE = (
 )
 
 
+SIMULATED_NOTE = (
+    "SIMULATED: every figure below is a model prediction of the simulator (virtual time), not a measurement."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Table:
     title: str
@@ -224,4 +229,4 @@ def all_tables(data: RunData) -> list[Table]:
     return tables
 
 
-__all__ = ["Table", "all_tables", "crossover_lines", "flag_lines", "recommendation_lines"]
+__all__ = ["SIMULATED_NOTE", "Table", "all_tables", "crossover_lines", "flag_lines", "recommendation_lines"]

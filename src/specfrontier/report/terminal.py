@@ -7,7 +7,14 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
-from specfrontier.report.tables import Table, all_tables, crossover_lines, flag_lines, recommendation_lines
+from specfrontier.report.tables import (
+    SIMULATED_NOTE,
+    Table,
+    all_tables,
+    crossover_lines,
+    flag_lines,
+    recommendation_lines,
+)
 
 
 def _rich(t: Table) -> RichTable:
@@ -28,6 +35,8 @@ def print_report(data: RunData, console: Console) -> None:
         f"[bold]run {escape(run.run_id)}[/bold]  engine {escape(run.engine)} "
         f"({escape(str(env.get('engine_version', '?')))})  status {escape(run.status)}"
     )
+    if env.get("simulated"):
+        console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
     for t in all_tables(data):
         console.print()
         console.print(escape(t.title), style="table.title")

@@ -1,0 +1,170 @@
+"""`tune --engine sim`: the same grid as a real sweep, answered by the simulator in virtual time.
+
+Results are MODEL PREDICTIONS, not measurements: the run's environment says `simulated: true`, every
+setting's capacity and acceptance say they come from the simulator, and reports print that plainly.
+They land in the same store, so `report`, `runs --json` and the analysis treat them like any run.
+"""
+
+from __future__ import annotations
+
+import shlex
+import zlib
+from collections.abc import Callable
+
+import specfrontier
+from specfrontier.config.sglang import SGLangSetting, SGLangTuneConfig, SimEngine
+from specfrontier.errors import ConfigError
+from specfrontier.metrics import cell_metrics
+from specfrontier.records import RequestRecord, SpecCounters
+from specfrontier.sim.costs import capacity
+from specfrontier.sim.profile import SimProfile, load_profile
+from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
+from specfrontier.sim.virtual import simulate_cell
+from specfrontier.store import Store
+from specfrontier.sweep import CellDone, requests_per_cell
+
+SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction, not a measurement)"
+
+
+def sglang_command(setting: SGLangSetting, *, model_path: str = "<model-path>") -> list[str]:
+    """The SGLang launch command that serves `setting` (what to run on the real deployment)."""
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model_path]
+    if setting.algorithm is not None:
+        argv += ["--speculative-algorithm", setting.algorithm]
+        if setting.num_steps is not None:
+            argv += ["--speculative-num-steps", str(setting.num_steps)]
+            argv += ["--speculative-eagle-topk", str(setting.eagle_topk or 1)]
+            argv += ["--speculative-num-draft-tokens", str(setting.resolved_draft_tokens)]
+    if setting.max_running_requests is not None:
+        argv += ["--max-running-requests", str(setting.max_running_requests)]
+    return argv + list(setting.extra_args)
+
+
+def _sim_setting(setting: SGLangSetting) -> SimSetting:
+    return SimSetting(
+        algorithm=setting.algorithm,
+        num_steps=setting.num_steps,
+        eagle_topk=setting.eagle_topk,
+        num_draft_tokens=setting.num_draft_tokens,
+        max_running_requests=setting.max_running_requests,
+    )
+
+
+def _counters(records: list[RequestRecord]) -> SpecCounters | None:
+    stats = [r.spec for r in records if r.ok and r.spec is not None]
+    if not stats:
+        return None
+    return SpecCounters(
+        sum(s.draft_tokens for s in stats),
+        sum(s.accepted_tokens for s in stats),
+        sum(s.verify_steps or 0 for s in stats),
+    )
+
+
+class VirtualSweep:
+    """Fills a run with simulated cells; deterministic for a given engine seed. All refusals (unknown
+    profile or workload class, a setting SGLang would reject) happen in the constructor."""
+
+    def __init__(self, config: SGLangTuneConfig, *, on_cell_done: Callable[[CellDone], None] | None = None) -> None:
+        self.config, self.on_cell_done = config, on_cell_done
+        self._store: Store | None = None
+        if not isinstance(self.config.engine, SimEngine):
+            raise ConfigError("engine.name: the virtual sweep needs engine.name = sim; fix: set engine.name: sim")
+        self.engine: SimEngine = self.config.engine
+        self.profile: SimProfile = load_profile(self.engine.profile)
+        self.resolved: dict[str, ResolvedSetting] = {}
+        for s in self.config.settings:  # every refusal happens here, before the run exists
+            try:
+                self.resolved[s.name] = resolve_setting(
+                    _sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"settings[{s.name}]: {exc}") from exc
+        self.profile.workload(self.engine.workload_class, where="engine.workload_class")
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("VirtualSweep.store used before attach()")
+        return self._store
+
+    def attach(self, store: Store) -> None:
+        """Write into `store` (opened only after the constructor's checks passed)."""
+        self._store = store
+
+    def new_run(self) -> str:
+        run_id = self.store.create_run(
+            engine="sim",
+            config=self.config.model_dump(mode="json"),
+            environment={
+                "specfrontier": specfrontier.__version__,
+                "engine_version": f"simulator profile {self.profile.name}",
+                "simulated": True,
+                "time": "virtual (simulated seconds)",
+                "profile": self.profile.name,
+                "profile_description": self.profile.description,
+            },
+        )
+        for position, s in enumerate(self.config.settings):
+            self.store.add_setting(
+                run_id,
+                setting_id=s.name,
+                position=position,
+                name=s.name,
+                params=s.parameters(),
+                speculative=s.speculative,
+            )
+        return run_id
+
+    def run(self, run_id: str) -> None:
+        cfg, w = self.config, self.config.workload
+        done = self.store.done_cells(run_id)
+        label = f"sim:{self.engine.workload_class}|t={w.temperature}|max={w.max_tokens}|in={self.engine.input_tokens}"
+        for s in cfg.settings:
+            self.store.update_setting(
+                run_id,
+                s.name,
+                status="running",
+                command=sglang_command(s),
+                capacity=capacity(self.profile, self.resolved[s.name]),
+                capacity_source="simulator capacity law of the profile (model)",
+            )
+            for repeat in range(cfg.repeats):
+                for c in cfg.concurrency:
+                    if (s.name, label, c, repeat) in done:
+                        continue
+                    records = simulate_cell(
+                        self.profile,
+                        _sim_setting(s),
+                        concurrency=c,
+                        num_requests=max(self.engine.min_requests, requests_per_cell(cfg.rounds_per_cell, c, 1)),
+                        workload=self.engine.workload_class,
+                        temperature=w.temperature,
+                        ignore_eos=w.ignore_eos,
+                        input_tokens=self.engine.input_tokens,
+                        max_tokens=w.max_tokens,
+                        warmup_requests=cfg.warmup_rounds * c,
+                        seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
+                    )
+                    counters = _counters(records)
+                    self.store.record_cell(
+                        run_id,
+                        setting_id=s.name,
+                        workload=label,
+                        concurrency=c,
+                        repeat=repeat,
+                        requests=records,
+                        counters=counters,
+                        acceptance_source=SIM_SOURCE if counters else None,
+                    )
+                    if self.on_cell_done:
+                        self.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
+            self.store.update_setting(run_id, s.name, status="done")
+        self.store.set_run_status(run_id, "done")
+
+
+def describe_command(setting: SGLangSetting) -> str:
+    return shlex.join(sglang_command(setting))
+
+
+__all__ = ["SIM_SOURCE", "VirtualSweep", "describe_command", "sglang_command"]

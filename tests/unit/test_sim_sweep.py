@@ -1,0 +1,139 @@
+"""`tune --engine sim`: a simulated run lands in the store like a real one and says it is simulated."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from specfrontier.analysis import load_run
+from specfrontier.cli import main
+from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, parse_config, seed_sim_config
+from specfrontier.errors import ConfigError
+from specfrontier.report import report_json, report_markdown
+from specfrontier.sim_sweep import VirtualSweep, sglang_command
+from specfrontier.store import Store
+
+
+def _small(**engine: object) -> SGLangTuneConfig:
+    return SGLangTuneConfig(
+        engine=SimEngine(**engine),  # type: ignore[arg-type]
+        settings=(
+            SGLangSetting(name="no-spec"),
+            SGLangSetting(name="steps3", algorithm="EAGLE3", num_steps=3, eagle_topk=1),
+        ),
+        concurrency=(1, 4),
+        repeats=2,
+        rounds_per_cell=2,
+    )
+
+
+def test_virtual_run_is_stored_marked_simulated_and_deterministic(tmp_path: Path) -> None:
+    results = []
+    for name in ("a.db", "b.db"):
+        sweep = VirtualSweep(_small())
+        sweep.attach(Store(tmp_path / name))
+        run_id = sweep.new_run()
+        sweep.run(run_id)
+        results.append(load_run(sweep.store, run_id))
+    first, second = results
+    assert first.run.status == "done" and first.run.environment["simulated"] is True
+    assert len(first.cells) == 2 * 2 and {c.repeats for c in first.cells} == {2}
+    assert [c.aggregate_tok_s.median for c in first.cells] == [c.aggregate_tok_s.median for c in second.cells]
+    spec = first.cell("steps3", 1)
+    assert spec is not None and spec.acceptance_length is not None and spec.acceptance_length > 1
+    steps3 = first.setting("steps3")
+    assert steps3.capacity is not None and "model" in (steps3.capacity_source or "")
+    assert steps3.command is not None and "--speculative-num-draft-tokens" in steps3.command
+    assert report_json(first)["run"]["simulated"] is True
+    assert "SIMULATED" in report_markdown(first)
+
+
+def test_resume_skips_stored_cells(tmp_path: Path) -> None:
+    sweep = VirtualSweep(_small())
+    sweep.attach(Store(tmp_path / "s.db"))
+    run_id = sweep.new_run()
+    sweep.run(run_id)
+    before = len(sweep.store.cells(run_id))
+    sweep.run(run_id)  # everything is stored already: nothing is measured twice
+    assert len(sweep.store.cells(run_id)) == before
+
+
+def test_sglang_command_spells_the_resolved_chain() -> None:
+    argv = sglang_command(
+        SGLangSetting(name="s4", algorithm="EAGLE3", num_steps=4, eagle_topk=1, max_running_requests=15)
+    )
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    flags = dict(zip(argv[5::2], argv[6::2], strict=False))
+    assert flags["--speculative-num-steps"] == "4"
+    assert flags["--speculative-num-draft-tokens"] == "5"  # topk 1: steps + 1, as SGLang resolves it
+    assert flags["--max-running-requests"] == "15"
+
+
+def test_seed_default_is_the_seed_grid_extended_to_steps5() -> None:
+    cfg = seed_sim_config()
+    assert cfg.concurrency == (1, 4, 16, 32, 64)
+    assert [s.num_steps for s in cfg.settings if s.speculative] == [1, 2, 3, 4, 5]
+    assert cfg.workload.temperature == 0.0 and cfg.workload.ignore_eos
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"name": "x", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 6}, "steps + 1"),
+        ({"name": "x", "algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 2, "num_draft_tokens": 9}, "<= 5"),
+        ({"name": "x", "algorithm": "EAGLE3", "eagle_topk": 2}, "fix: set num_steps"),
+        ({"name": "x", "num_steps": 2}, "need a speculative algorithm"),
+    ],
+)
+def test_sglang_constraints_are_checked_before_anything_runs(setting: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match="fix:") as info:
+        parse_config({"engine": {"name": "sim"}, "settings": [{"name": "base"}, setting]})
+    assert message in str(info.value)
+
+
+def test_unknown_profile_is_refused_before_a_store_exists(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"seed-qwen3\.5-122b-a10b"):
+        VirtualSweep(_small(profile="no-such-profile"))
+    assert not list(tmp_path.iterdir())
+
+
+def test_cli_runs_the_simulator_and_reports_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "sim.yaml"
+    config.write_text(
+        "engine: {name: sim}\nconcurrency: [1, 16]\nrepeats: 1\n"
+        "settings:\n  - name: no-spec\n  - {name: steps2, algorithm: EAGLE3, num_steps: 2}\n"
+    )
+    store = tmp_path / "s.db"
+    monkeypatch.setattr(sys, "argv", ["specfrontier", "tune", "--config", str(config), "--store", str(store), "-q"])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0
+    assert "SIMULATED" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["specfrontier", "runs", "--json", "--store", str(store)])
+    with pytest.raises(SystemExit):
+        main()
+    runs = json.loads(capsys.readouterr().out)
+    assert [(r["engine"], r["status"]) for r in runs] == [("sim", "done")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["tune", "--engine", "vllm"], "--engine = 'vllm': unknown engine"),
+        (["tune", "--profile", "x"], "--profile = 'x' needs the simulator"),
+        (["tune", "--engine", "sim", "--profile", "nope"], "nope"),
+    ],
+)
+def test_cli_engine_and_profile_errors(
+    argv: list[str], expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["specfrontier", *argv])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 2
+    assert expected in capsys.readouterr().err
