@@ -21,7 +21,7 @@ from rich.markup import escape
 from specfrontier.analysis import load_run
 from specfrontier.config import (
     ENGINE_NAMES,
-    LlamaCppSetting,
+    SettingLike,
     SGLangTuneConfig,
     SimEngine,
     TuneConfig,
@@ -33,7 +33,7 @@ from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.sim_sweep import VirtualSweep
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone, Sweep, SweepEvents, open_sweep
+from specfrontier.sweep import CellDone, Sweep, SweepEvents, is_virtual, open_sweep
 
 app = typer.Typer(
     add_completion=False,
@@ -65,13 +65,13 @@ def _events(quiet: bool) -> SweepEvents:
     if quiet:
         return SweepEvents()
 
-    def start(setting: LlamaCppSetting, argv: list[str]) -> None:
+    def start(setting: SettingLike, argv: list[str]) -> None:
         console.print(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(Path(argv[0]).name)}")
 
-    def ready(setting: LlamaCppSetting, startup_s: float, capacity: int) -> None:
+    def ready(setting: SettingLike, startup_s: float, capacity: int) -> None:
         console.print(f"  ready in {startup_s:.2f} s, capacity {capacity} slots")
 
-    def failed(setting: LlamaCppSetting, message: str) -> None:
+    def failed(setting: SettingLike, message: str) -> None:
         console.print(f"  [red]failed[/red]: {escape(message.splitlines()[0])} (recorded; continuing)")
 
     def cell(done: CellDone) -> None:
@@ -122,8 +122,9 @@ def _tune_config(path: Path | None, engine: str | None, profile: str | None) -> 
     return cfg
 
 
-def _stored_engine(store: Path | None, run_id: str) -> str:
-    return _open_existing(store or Path("specfrontier.db")).run(run_id).engine
+def _stored_virtual(store: Path | None, run_id: str) -> bool:
+    row = _open_existing(store or Path("specfrontier.db")).run(run_id)
+    return is_virtual(parse_config(row.config, source=f"run {run_id} config"))
 
 
 def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: str | None, quiet: bool) -> None:
@@ -166,10 +167,9 @@ def tune(
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
     cfg = _tune_config(config, engine, profile) if resume is None else None
-    if isinstance(cfg, SGLangTuneConfig) or (resume is not None and _stored_engine(store, resume) == "sim"):
+    if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
         _tune_virtual(cfg, store, resume=resume, quiet=quiet)
         return
-    assert not isinstance(cfg, SGLangTuneConfig)
     sweep, run_id = open_sweep(cfg, store, resume=resume, events=_events(quiet))
     if not quiet:
         console.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")

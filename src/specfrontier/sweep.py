@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 import specfrontier
-from specfrontier.config import LlamaCppSetting, LlamaCppTuneConfig, SGLangTuneConfig, TuneConfig, parse_config
+from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneConfig, parse_config
 from specfrontier.engines import ENGINES, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
@@ -37,6 +37,7 @@ from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
 
 PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
+PER_REQUEST_EXACT_SOURCE = "per-request meta_info (sum of correct drafts and verify steps over the window's requests)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +53,18 @@ class CellDone:
 class SweepEvents:
     """Callbacks for progress display; all optional. The sweep never depends on them."""
 
-    on_setting_start: Callable[[LlamaCppSetting, list[str]], None] | None = None
-    on_setting_ready: Callable[[LlamaCppSetting, float, int], None] | None = None
-    on_setting_failed: Callable[[LlamaCppSetting, str], None] | None = None
+    on_setting_start: Callable[[SettingLike, list[str]], None] | None = None
+    on_setting_ready: Callable[[SettingLike, float, int], None] | None = None
+    on_setting_failed: Callable[[SettingLike, str], None] | None = None
     on_cell_done: Callable[[CellDone], None] | None = None
 
 
-def workload_label(config: LlamaCppTuneConfig) -> str:
+def workload_label(config: TuneConfig) -> str:
     w = config.workload
     return f"{w.prompts}|t={w.temperature}|max={w.max_tokens}|eos={'ignore' if w.ignore_eos else 'natural'}"
 
 
-def environment(adapter: EngineAdapter) -> dict[str, Any]:
+def environment(adapter: EngineAdapter[Any]) -> dict[str, Any]:
     """Facts about where the run happened (no host names, users or secrets)."""
     cpu = ""
     try:
@@ -85,11 +86,11 @@ def environment(adapter: EngineAdapter) -> dict[str, Any]:
 class Sweep:
     """Runs (or resumes) one run of a config against a store."""
 
-    def __init__(self, config: LlamaCppTuneConfig, *, events: SweepEvents | None = None) -> None:
+    def __init__(self, config: TuneConfig, *, events: SweepEvents | None = None) -> None:
         self.config = config
         self._store: Store | None = None
         self.events = events or SweepEvents()
-        self.adapter: EngineAdapter = ENGINES[config.engine.name](config.engine)
+        self.adapter: EngineAdapter[Any] = ENGINES[config.engine.name](config.engine)
         self.workload = workload_label(config)
         w = config.workload
         self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
@@ -118,7 +119,7 @@ class Sweep:
             config=self.config.model_dump(mode="json"),
             environment=environment(self.adapter),
         )
-        for position, setting in enumerate(self.config.settings):
+        for position, setting in enumerate(self.config.all_settings()):
             self.store.add_setting(
                 run_id,
                 setting_id=setting.name,
@@ -132,7 +133,7 @@ class Sweep:
     async def run(self, run_id: str) -> None:
         """Measure every missing cell of `run_id`; marks the run done, or interrupted on cancel."""
         try:
-            for setting in self.config.settings:
+            for setting in self.config.all_settings():
                 await self._run_setting(run_id, setting)
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.store.set_run_status(run_id, "interrupted")
@@ -142,7 +143,7 @@ class Sweep:
             raise
         self.store.set_run_status(run_id, "done")
 
-    def _missing(self, run_id: str, setting: LlamaCppSetting) -> list[tuple[int, int]]:
+    def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, int]]:
         done = self.store.done_cells(run_id)
         return [
             (repeat, c)
@@ -151,12 +152,12 @@ class Sweep:
             if (setting.name, self.workload, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: LlamaCppSetting) -> None:
+    async def _run_setting(self, run_id: str, setting: SettingLike) -> None:
         todo = self._missing(run_id, setting)
         if not todo:
             return
         port = free_port()
-        argv = self.adapter.command(setting, port=port, slots=self.config.slots_for(setting))
+        argv = self.adapter.command(setting, port=port, max_concurrency=max(self.config.concurrency))
         log_path = self.log_dir / run_id / f"{setting.name}.log"
         self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
         if self.events.on_setting_start:
@@ -166,10 +167,10 @@ class Sweep:
         try:
             server.start()
             startup_s = await server.wait_ready(
-                base_url + self.adapter.health_path, timeout_s=self.config.engine.startup_timeout_s
+                base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
             )
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-                capacity = await self.adapter.capacity(session, base_url)
+                capacity = await self.adapter.capacity(session, base_url, setting)
                 self.store.update_setting(
                     run_id,
                     setting.name,
@@ -208,7 +209,7 @@ class Sweep:
     async def _run_cell(
         self,
         run_id: str,
-        setting: LlamaCppSetting,
+        setting: SettingLike,
         server: ServerProcess,
         session: aiohttp.ClientSession,
         client: StreamingClient,
@@ -246,6 +247,15 @@ class Sweep:
             self.events.on_cell_done(CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters))
 
 
+def is_virtual(config: TuneConfig) -> bool:
+    """True for the simulator's in-process face (no server process; see sim_sweep)."""
+    return (
+        isinstance(config, SGLangTuneConfig)
+        and isinstance(config.engine, SimEngine)
+        and config.engine.face == "virtual"
+    )
+
+
 def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
     """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
     passes = -(-rounds * concurrency // prompts)
@@ -264,10 +274,11 @@ def _window_counters(
     stats = [r.spec for r in records if r.ok and r.spec is not None]
     if not stats:
         return None, None
-    return (
-        SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), 0),
-        PER_REQUEST_SOURCE,
-    )
+    verify = sum(s.verify_steps for s in stats if s.verify_steps is not None)
+    if any(s.verify_steps is None for s in stats):
+        verify = 0  # a partial count would bias the acceptance length
+    source = PER_REQUEST_SOURCE if verify == 0 else PER_REQUEST_EXACT_SOURCE
+    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify), source
 
 
 def open_sweep(
@@ -283,15 +294,17 @@ def open_sweep(
         if row.status == "done":
             raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
         stored = parse_config(row.config, source=f"run {resume} config")
-        if isinstance(stored, SGLangTuneConfig):
-            raise StoreError(f"run = {resume!r}: a simulator run; fix: run `specfrontier tune --resume {resume}`")
+        if is_virtual(stored):
+            raise StoreError(
+                f"run = {resume!r}: a virtual simulator run; fix: run `specfrontier tune --resume {resume}`"
+            )
         sweep = Sweep(stored, events=events)
         sweep.prepare()
         sweep.attach(store)
         store.set_run_status(resume, "running")
         return sweep, resume
-    if config is None or isinstance(config, SGLangTuneConfig):
-        raise ValueError("open_sweep needs a llama.cpp config when not resuming")
+    if config is None or is_virtual(config):
+        raise ValueError("open_sweep needs a server-backed config when not resuming")
     if store_path is not None:
         config = config.model_copy(update={"store": store_path})
     sweep = Sweep(config, events=events)
@@ -300,4 +313,15 @@ def open_sweep(
     return sweep, sweep.new_run()
 
 
-__all__ = ["CellDone", "Sweep", "SweepEvents", "environment", "open_sweep", "requests_per_cell", "workload_label"]
+__all__ = [
+    "PER_REQUEST_EXACT_SOURCE",
+    "PER_REQUEST_SOURCE",
+    "CellDone",
+    "Sweep",
+    "SweepEvents",
+    "environment",
+    "is_virtual",
+    "open_sweep",
+    "requests_per_cell",
+    "workload_label",
+]

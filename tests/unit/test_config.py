@@ -35,7 +35,6 @@ def test_valid_config_parses_and_sorts_concurrency() -> None:
     cfg = parse_config(_config(concurrency=[4, 1, 2, 2]))
     assert cfg.concurrency == (1, 2, 4)
     assert cfg.settings[1].parameters() == {"spec_type": "ngram-simple", "ngram_size_n": 3}
-    assert cfg.slots_for(cfg.settings[0]) == 4
 
 
 def test_missing_settings_means_the_default_settings() -> None:

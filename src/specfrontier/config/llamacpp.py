@@ -107,10 +107,6 @@ class LlamaCppTuneConfig(TuneBase):
             )
         return self
 
-    def slots_for(self, setting: LlamaCppSetting) -> int:
-        """Parallel slots of a setting: explicit, else the highest concurrency (so nothing queues)."""
-        return setting.slots if setting.slots is not None else max(self.concurrency)
-
 
 def default_settings() -> tuple[LlamaCppSetting, ...]:
     """The embedded default: a baseline and two n-gram settings that differ in draft length (8 vs 16

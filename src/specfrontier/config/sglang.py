@@ -105,7 +105,11 @@ class SimEngine(_Strict):
 
     name: Literal["sim"] = Field("sim", description="Engine adapter.")
     profile: str = Field("seed-qwen3.5-122b-a10b", description="Simulator profile (a data file in sim/profiles).")
-    face: Literal["virtual"] = Field("virtual", description="virtual: in-process, virtual time.")
+    face: Literal["virtual", "http"] = Field(
+        "virtual", description="virtual: in-process, virtual time; http: a server process with SGLang's interface."
+    )
+    time_scale: float = Field(1.0, gt=0.0, le=1000.0, description="http face: simulated seconds per wall second.")
+    startup_timeout_s: float = Field(60.0, gt=0, description="http face: seconds to wait for readiness.")
     seed: int = Field(0, description="Random seed of the simulated acceptance and output lengths.")
     workload_class: str = Field("synthetic", description="Workload class of the profile (acceptance, lengths).")
     input_tokens: int = Field(128, ge=1, le=1_000_000, description="Prompt tokens per simulated request.")

@@ -1,11 +1,16 @@
 """Engine adapters: one module per inference engine, registered by name in ENGINES."""
 
 from collections.abc import Callable
+from typing import Any
 
-from specfrontier.config import LlamaCppEngine
 from specfrontier.engines.base import Capacity, EngineAdapter, WindowAcceptance
 from specfrontier.engines.llamacpp import LlamaCppAdapter
+from specfrontier.engines.sglang import SGLangAdapter
 
-ENGINES: dict[str, Callable[[LlamaCppEngine], EngineAdapter]] = {"llamacpp": LlamaCppAdapter}
+ENGINES: dict[str, Callable[[Any], EngineAdapter[Any]]] = {
+    "llamacpp": LlamaCppAdapter,
+    "sglang": SGLangAdapter,
+    "sim": SGLangAdapter,  # the simulator's HTTP face speaks SGLang's interface
+}
 
-__all__ = ["ENGINES", "Capacity", "EngineAdapter", "LlamaCppAdapter", "WindowAcceptance"]
+__all__ = ["ENGINES", "Capacity", "EngineAdapter", "LlamaCppAdapter", "SGLangAdapter", "WindowAcceptance"]

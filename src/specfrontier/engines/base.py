@@ -12,12 +12,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import aiohttp
 
-from specfrontier.config import LlamaCppSetting
 from specfrontier.records import RequestSpecStats, SpecCounters
+
+SettingT = TypeVar("SettingT")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ class WindowAcceptance:
         return tuple(a / c.verify_steps for a in c.accepted_per_position)
 
 
-class EngineAdapter(ABC):
+class EngineAdapter(ABC, Generic[SettingT]):
     """One engine. Methods are called in this order: prepare, then per setting command -> (server
     runs) -> capacity -> spec_counters before and after each window."""
 
@@ -64,22 +65,22 @@ class EngineAdapter(ABC):
     health_path: ClassVar[str] = "/health"
 
     @abstractmethod
-    def prepare(self, settings: tuple[LlamaCppSetting, ...]) -> None:
+    def prepare(self, settings: tuple[SettingT, ...]) -> None:
         """Resolve binaries and model files and check every setting against the installed version.
 
         Raises ConfigError or DependencyError; never starts a server.
         """
 
     @abstractmethod
-    def command(self, setting: LlamaCppSetting, *, port: int, slots: int) -> list[str]:
-        """The exact argv that serves `setting` on 127.0.0.1:`port`."""
+    def command(self, setting: SettingT, *, port: int, max_concurrency: int) -> list[str]:
+        """The exact argv that serves `setting` on 127.0.0.1:`port` for up to `max_concurrency` clients."""
 
     @abstractmethod
     def version(self) -> str:
         """A human-readable version string of the engine binary (for the environment record)."""
 
     @abstractmethod
-    async def capacity(self, session: aiohttp.ClientSession, base_url: str) -> Capacity:
+    async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: SettingT) -> Capacity:
         """Read back the resolved capacity from the running server (never assumed from flags)."""
 
     @abstractmethod
@@ -96,5 +97,10 @@ class EngineAdapter(ABC):
         """Engine-specific fields for every request body; none by default."""
         return {}
 
+    @property
+    def startup_timeout_s(self) -> float:
+        """Seconds to wait for readiness (engine configs carry it)."""
+        return 120.0
 
-__all__ = ["Capacity", "EngineAdapter", "WindowAcceptance"]
+
+__all__ = ["Capacity", "EngineAdapter", "SettingT", "WindowAcceptance"]

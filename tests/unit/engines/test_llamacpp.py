@@ -69,7 +69,7 @@ def test_baseline_command_binds_loopback_with_metrics_and_slots(tmp_path: Path) 
     adapter = _adapter(tmp_path, threads=2, ctx_size=4096)
     baseline = LlamaCppSetting(name="baseline")
     adapter.prepare((baseline,))
-    argv = adapter.command(baseline, port=18080, slots=4)
+    argv = adapter.command(baseline, port=18080, max_concurrency=4)
     assert argv[0] == str(tmp_path / "llama-server")
     flags = _pairs(argv[1:])
     assert flags["--host"] == "127.0.0.1"
@@ -84,7 +84,7 @@ def test_ngram_simple_renders_type_and_sizes(tmp_path: Path) -> None:
     adapter = _adapter(tmp_path)
     s = LlamaCppSetting(name="ng", spec_type="ngram-simple", ngram_size_n=3, ngram_size_m=8, ngram_min_hits=2)
     adapter.prepare((s,))
-    flags = _pairs(adapter.command(s, port=1, slots=1)[1:])
+    flags = _pairs(adapter.command(s, port=1, max_concurrency=1)[1:])
     assert flags["--spec-type"] == "ngram-simple"
     assert flags["--spec-ngram-simple-size-n"] == "3"
     assert flags["--spec-ngram-simple-size-m"] == "8"
@@ -95,7 +95,7 @@ def test_draft_simple_needs_explicit_type_and_uses_new_spellings(tmp_path: Path)
     adapter = _adapter(tmp_path)
     s = LlamaCppSetting(name="d", spec_type="draft-simple", draft_n_max=8, draft_n_min=1, draft_p_min=0.5)
     adapter.prepare((s,))
-    flags = _pairs(adapter.command(s, port=1, slots=1)[1:])
+    flags = _pairs(adapter.command(s, port=1, max_concurrency=1)[1:])
     assert flags["--spec-draft-model"] == str(tmp_path / "draft.gguf")
     assert flags["--spec-type"] == "draft-simple"  # -md alone would load the draft but never use it
     assert (flags["--spec-draft-n-max"], flags["--spec-draft-n-min"], flags["--spec-draft-p-min"]) == ("8", "1", "0.5")
@@ -105,7 +105,7 @@ def test_old_build_gets_old_spellings_for_draft_model(tmp_path: Path) -> None:
     adapter = _adapter(tmp_path, OLD_HELP)
     s = LlamaCppSetting(name="d", spec_type="draft-simple", draft_n_max=8, draft_n_min=2)
     adapter.prepare((s,))
-    argv = adapter.command(s, port=1, slots=1)
+    argv = adapter.command(s, port=1, max_concurrency=1)
     flags = _pairs(argv[1:])
     assert flags["--model-draft"] == str(tmp_path / "draft.gguf")
     assert flags["--draft-max"] == "8" and flags["--draft-min"] == "2"
@@ -137,7 +137,7 @@ def test_extra_args_are_passed_verbatim_as_separate_arguments(tmp_path: Path) ->
     adapter = _adapter(tmp_path, extra_args=("--seed", "7"))
     s = LlamaCppSetting(name="b", extra_args=("--flash-attn", "off; rm -rf /"))
     adapter.prepare((s,))
-    argv = adapter.command(s, port=1, slots=1)
+    argv = adapter.command(s, port=1, max_concurrency=1)
     assert argv[-4:] == ["--seed", "7", "--flash-attn", "off; rm -rf /"]  # no shell: stays one argument
 
 
@@ -189,3 +189,11 @@ def test_removed_options_listed_in_help_are_not_used() -> None:
 
 def test_requests_disable_the_prompt_cache_so_repeats_agree(tmp_path: Path) -> None:
     assert _adapter(tmp_path).request_extras() == {"cache_prompt": False}
+
+
+def test_slots_default_to_the_highest_concurrency_unless_the_setting_sets_them(tmp_path: Path) -> None:
+    adapter = _adapter(tmp_path)
+    default, fixed = LlamaCppSetting(name="a"), LlamaCppSetting(name="b", slots=2)
+    adapter.prepare((default, fixed))
+    assert _pairs(adapter.command(default, port=1, max_concurrency=8)[1:])["--parallel"] == "8"
+    assert _pairs(adapter.command(fixed, port=1, max_concurrency=8)[1:])["--parallel"] == "2"

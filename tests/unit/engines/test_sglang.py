@@ -1,0 +1,107 @@
+"""SGLang adapter: argv from settings, flags probed before launch, capacity and acceptance read back."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from specfrontier.config import SGLangEngine, SGLangSetting, SimEngine
+from specfrontier.engines.sglang import SGLangAdapter, capacity_from_server_info, spec_stats_from_chunk
+from specfrontier.errors import ConfigError
+from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
+from specfrontier.sweep import PER_REQUEST_EXACT_SOURCE, _window_counters
+
+HELP = """usage: sglang serve [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [--tp-size TP_SIZE]
+  --speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE,NGRAM}
+  --speculative-num-steps SPECULATIVE_NUM_STEPS  --speculative-eagle-topk SPECULATIVE_EAGLE_TOPK
+  --speculative-num-draft-tokens SPECULATIVE_NUM_DRAFT_TOKENS  --max-running-requests MAX_RUNNING_REQUESTS
+  --cuda-graph-max-bs-decode N  --cuda-graph-max-bs-prefill N
+"""
+ENGINE = SGLangEngine(model_path="Qwen/Qwen3.5-122B-A10B", tp_size=4, draft_model_path="eagle3-head")
+STEPS4 = SGLangSetting(name="steps4", algorithm="EAGLE3", num_steps=4, eagle_topk=1)
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
+
+
+def test_command_renders_the_resolved_chain_and_loopback() -> None:
+    adapter = SGLangAdapter(ENGINE, help_text=HELP)
+    adapter.prepare((SGLangSetting(name="base"), STEPS4))
+    argv = adapter.command(STEPS4, port=30001, max_concurrency=64)
+    assert argv[:3] == [sys.executable, "-m", "sglang.launch_server"]
+    flags = _flags(argv)
+    assert flags["--host"] == "127.0.0.1" and flags["--port"] == "30001"
+    assert flags["--model-path"] == "Qwen/Qwen3.5-122B-A10B" and flags["--tp-size"] == "4"
+    assert flags["--speculative-draft-model-path"] == "eagle3-head"
+    assert (flags["--speculative-num-steps"], flags["--speculative-eagle-topk"]) == ("4", "1")
+    assert flags["--speculative-num-draft-tokens"] == "5"
+    assert "--max-running-requests" not in argv  # never raised behind the user's back; read back instead
+
+
+def test_baseline_has_no_speculative_flags_and_keeps_the_users_cap() -> None:
+    adapter = SGLangAdapter(ENGINE, help_text=HELP)
+    argv = adapter.command(SGLangSetting(name="b", max_running_requests=26), port=1, max_concurrency=4)
+    assert not any(a.startswith("--speculative-a") for a in argv)
+    assert _flags(argv)["--max-running-requests"] == "26"
+
+
+def test_a_server_without_the_speculative_options_is_refused_before_launch() -> None:
+    old = "usage: launch_server --model-path X --host H --port P --max-running-requests N\n"
+    adapter = SGLangAdapter(ENGINE, help_text=old)
+    adapter.prepare((SGLangSetting(name="base"),))  # no speculation asked: fine
+    with pytest.raises(ConfigError, match=r"--speculative-algorithm.*fix:"):
+        adapter.prepare((SGLangSetting(name="base"), STEPS4))
+
+
+def test_simulator_face_is_launched_like_an_engine() -> None:
+    adapter = SGLangAdapter(SimEngine(face="http", time_scale=20.0, profile="seed-qwen3.5-122b-a10b"), help_text=HELP)
+    argv = adapter.command(STEPS4, port=5, max_concurrency=4)
+    assert argv[:3] == [sys.executable, "-m", "specfrontier.sim.serve"]
+    assert _flags(argv)["--time-scale"] == "20.0"
+    assert _flags(argv)["--speculative-num-steps"] == "4"
+
+
+def test_capacity_prefers_the_effective_value_and_reports_the_48_reset() -> None:
+    info = {"max_running_requests": 48, "max_total_num_tokens": 800000,
+            "internal_states": [{"effective_max_running_requests_per_dp": 17}]}  # fmt: skip
+    cap = capacity_from_server_info(info, STEPS4)
+    assert cap.max_running_requests == 17
+    assert cap.context_tokens == 800000
+    assert "effective_max_running_requests_per_dp" in cap.source
+    assert "reset the unset --max-running-requests to 48" in cap.source
+    chosen = capacity_from_server_info(
+        {"max_running_requests": 48}, STEPS4.model_copy(update={"max_running_requests": 48})
+    )
+    assert "WARNING" not in chosen.source  # the user asked for 48: no silent reset
+
+
+def test_capacity_rejects_a_malformed_server_info() -> None:
+    with pytest.raises(Exception, match="max_running_requests = None"):
+        capacity_from_server_info({}, STEPS4)
+
+
+def test_spec_stats_from_chat_meta_info_and_completion_sglext() -> None:
+    meta = {
+        "spec_verify_ct": 10,
+        "spec_num_correct_drafts": 27,
+        "spec_num_proposed_drafts": 40,
+        "completion_tokens": 38,
+    }
+    chat = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length", "meta_info": meta}]}
+    completion = {"choices": [], "sglext": {"spec_tokens_details": meta}}
+    assert spec_stats_from_chunk(chat) == RequestSpecStats(40, 27, 10)
+    assert spec_stats_from_chunk(completion) == RequestSpecStats(40, 27, 10)
+    assert spec_stats_from_chunk({"choices": [{"delta": {"content": "x"}}]}) is None
+
+
+def test_window_acceptance_is_exact_from_per_request_verify_steps() -> None:
+    records = [
+        RequestRecord("a", 0, 1, 0, completion_tokens=38, spec=RequestSpecStats(40, 27, 10)),
+        RequestRecord("b", 0, 1, 0, completion_tokens=20, spec=RequestSpecStats(20, 12, 7)),
+    ]
+    counters, source = _window_counters(None, None, records, "")
+    assert counters == SpecCounters(60, 39, 17)
+    assert source == PER_REQUEST_EXACT_SOURCE
+    assert 1 + counters.accepted_tokens / counters.verify_steps == pytest.approx(1 + 39 / 17)
