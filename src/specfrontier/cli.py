@@ -66,7 +66,8 @@ def _events(quiet: bool) -> SweepEvents:
         return SweepEvents()
 
     def start(setting: SettingLike, argv: list[str]) -> None:
-        console.print(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(Path(argv[0]).name)}")
+        program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name
+        console.print(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
 
     def ready(setting: SettingLike, startup_s: float, capacity: int) -> None:
         console.print(f"  ready in {startup_s:.2f} s, capacity {capacity} slots")

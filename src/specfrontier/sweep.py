@@ -19,7 +19,7 @@ import asyncio
 import os
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,8 @@ def environment(adapter: EngineAdapter[Any]) -> dict[str, Any]:
         "platform": platform.platform(),
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
-        "simulated": False,
+        "simulated": adapter.simulated,
+        "time_scale": adapter.time_scale,
     }
 
 
@@ -224,6 +225,7 @@ class Sweep:
             concurrency=concurrency,
             num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(self.prompts)),
         )
+        records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()
         if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
             raise EngineStartError(
@@ -245,6 +247,28 @@ class Sweep:
         )
         if self.events.on_cell_done:
             self.events.on_cell_done(CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters))
+
+
+def to_server_time(records: list[RequestRecord], time_scale: float) -> list[RequestRecord]:
+    """Stretch a window's client timestamps by the server's time scale (a simulator serving 10x faster
+    than real time), so every stored figure is in simulated seconds. 1.0 leaves records untouched."""
+    if time_scale == 1.0 or not records:
+        return records
+    origin = min(r.send_ns for r in records)
+
+    def t(ns: int) -> int:
+        return origin + round((ns - origin) * time_scale)
+
+    return [
+        replace(
+            r,
+            send_ns=t(r.send_ns),
+            end_ns=t(r.end_ns),
+            first_token_ns=None if r.first_token_ns is None else t(r.first_token_ns),
+            chunk_ns=tuple(t(c) for c in r.chunk_ns),
+        )
+        for r in records
+    ]
 
 
 def is_virtual(config: TuneConfig) -> bool:
@@ -323,5 +347,6 @@ __all__ = [
     "is_virtual",
     "open_sweep",
     "requests_per_cell",
+    "to_server_time",
     "workload_label",
 ]

@@ -243,7 +243,7 @@ DRAFT = "  - name: draft\n    spec_type: draft-simple\n"
 BAD_CONFIGS = {
     "unknown engine": (
         "engine:\n  name: vllm\n" + BASE,
-        ["engine.name = 'vllm'", "fix: use one of llamacpp, sim"],
+        ["engine.name = 'vllm'", "fix: use one of llamacpp, sglang, sim"],
     ),
     "concurrency 0": ("{engine}" + BASE + "concurrency: [0, 2]\n", ["concurrency[0] = 0", "fix: use a larger value"]),
     "unknown spec type": (

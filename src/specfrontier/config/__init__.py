@@ -29,8 +29,8 @@ from specfrontier.errors import ConfigError
 TuneConfig = LlamaCppTuneConfig | SGLangTuneConfig
 """The config of a sweep: one class per engine family, picked by `engine.name`."""
 
-ENGINE_NAMES = ("llamacpp", "sim")
-"""Engines a config may name today (the SGLang server adapter is not built yet)."""
+ENGINE_NAMES = ("llamacpp", "sglang", "sim")
+"""Engines a config may name."""
 
 
 def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
@@ -43,7 +43,7 @@ def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
             f"{source}: engine.name = {name!r}: unknown engine; fix: use one of {', '.join(ENGINE_NAMES)}"
         )
     cls: type[LlamaCppTuneConfig] | type[SGLangTuneConfig] = LlamaCppTuneConfig
-    if name == "sim":
+    if name in ("sim", "sglang"):
         cls = SGLangTuneConfig
         if "settings" not in data:
             data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in seed_sim_config().settings]}

@@ -114,6 +114,8 @@ def _describe(exc: ValidationError, source: str) -> str:
     more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
     if "fix:" in message:
         return f"{source}: {message}{more}"
+    if first["type"] == "missing":
+        return f"{source}: {where}: missing; fix: add this key{more}"
     value = first.get("input")
     shown = repr(value) if not isinstance(value, dict) else "{...}"
     fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")
@@ -128,6 +130,8 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
     if "fix:" in message:
         return f"{source}: {message}{more}"
+    if first["type"] == "missing":
+        return f"{source}: {where}: missing; fix: add this key{more}"
     value = first.get("input")
     shown = repr(value) if not isinstance(value, dict) else "{...}"
     fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")

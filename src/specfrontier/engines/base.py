@@ -98,6 +98,16 @@ class EngineAdapter(ABC, Generic[SettingT]):
         return {}
 
     @property
+    def simulated(self) -> bool:
+        """True when the server is a model (the simulator's HTTP face), not a real engine."""
+        return False
+
+    @property
+    def time_scale(self) -> float:
+        """Simulated seconds per wall second of the server (1.0 for every real engine)."""
+        return 1.0
+
+    @property
     def startup_timeout_s(self) -> float:
         """Seconds to wait for readiness (engine configs carry it)."""
         return 120.0

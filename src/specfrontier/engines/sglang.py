@@ -70,6 +70,14 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
     def startup_timeout_s(self) -> float:
         return self.engine.startup_timeout_s
 
+    @property
+    def simulated(self) -> bool:
+        return isinstance(self.engine, SimEngine)
+
+    @property
+    def time_scale(self) -> float:
+        return self.engine.time_scale if isinstance(self.engine, SimEngine) else 1.0
+
     def prepare(self, settings: tuple[SGLangSetting, ...]) -> None:
         if self._help_text is None:
             argv = [*self._launcher()[:3], "--help"]

@@ -1,0 +1,154 @@
+"""The server sweep against the simulator's HTTP face: the SGLang adapter end to end, and faults.
+
+The face is a real subprocess speaking SGLang's interface, so these tests exercise launch, readiness,
+capacity read-back, per-request acceptance, time scaling and failure handling without a GPU.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specfrontier.analysis import load_run
+from specfrontier.config import parse_config
+from specfrontier.metrics import cell_metrics
+from specfrontier.records import RequestRecord
+from specfrontier.sim import load_profile
+from specfrontier.sim.setting import SimSetting
+from specfrontier.sim.virtual import simulate_cell
+from specfrontier.sweep import PER_REQUEST_EXACT_SOURCE, open_sweep, to_server_time
+
+pytestmark = pytest.mark.slow
+
+TAG = f"SPECFRONTIER_SIM_TEST={uuid.uuid4().hex}"
+
+
+def _ours() -> list[int]:
+    """Simulator processes started by this test module (found by an inherited environment tag)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (
+                    TAG.encode() in (proc / "environ").read_bytes().split(b"\0")
+                    and b"specfrontier.sim.serve" in (proc / "cmdline").read_bytes()
+                ):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def _no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    key, value = TAG.split("=")
+    monkeypatch.setenv(key, value)
+    yield
+    assert not _ours(), "simulator processes left running"
+
+
+def _config(store: Path, settings: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "engine": {"name": "sim", "face": "http", "time_scale": 2.0, "startup_timeout_s": 20},
+        "workload": {"max_tokens": 128, "ignore_eos": True},
+        "concurrency": [1, 4],
+        "repeats": 1,
+        "rounds_per_cell": 4,
+        "settings": settings,
+        "store": str(store),
+    }
+    data.update(overrides)
+    return data
+
+
+async def _run(data: dict[str, Any]) -> Any:
+    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    await sweep.run(run_id)
+    return sweep.store, run_id
+
+
+async def test_sglang_adapter_against_the_face_reads_capacity_acceptance_and_simulated_time(tmp_path: Path) -> None:
+    store, run_id = await _run(
+        _config(tmp_path / "s.db", [{"name": "no-spec"}, {"name": "steps3", "algorithm": "EAGLE3", "num_steps": 3}])
+    )
+    data = load_run(store, run_id)
+    assert data.run.status == "done"
+    assert data.run.environment["simulated"] is True and data.run.environment["time_scale"] == 2.0
+    steps3 = data.setting("steps3")
+    assert steps3.capacity == 17  # the capacity law, read back from /server_info
+    assert "reset the unset --max-running-requests to 48" in (steps3.capacity_source or "")
+    cell = data.cell("steps3", 1)
+    assert cell is not None and cell.acceptance_source == PER_REQUEST_EXACT_SOURCE
+    assert cell.acceptance_length is not None and cell.acceptance_length > 2.5
+    # Per-request decode speed in simulated time agrees with the virtual-time face on the same setting.
+    virtual = cell_metrics(
+        simulate_cell(
+            load_profile("seed-qwen3.5-122b-a10b"),
+            SimSetting(algorithm="EAGLE3", num_steps=3, eagle_topk=1),
+            concurrency=1,
+            num_requests=8,
+            workload="synthetic",
+            temperature=0.0,
+            ignore_eos=True,
+            input_tokens=40,
+            max_tokens=128,
+        )
+    )
+    measured = cell.per_request_tok_s_p50.median
+    assert measured is not None and virtual.per_request_tok_s_p50 is not None
+    assert measured == pytest.approx(virtual.per_request_tok_s_p50, rel=0.08)
+
+
+async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues(tmp_path: Path) -> None:
+    settings = [
+        {"name": "no-spec"},
+        {"name": "fails", "algorithm": "EAGLE3", "num_steps": 2, "extra_args": ["--fail-at-start"]},
+        {"name": "oom", "algorithm": "EAGLE3", "num_steps": 1, "max_running_requests": 40,
+         "extra_args": ["--oom-above", "10"]},
+        {"name": "hangs", "extra_args": ["--hang"]},
+    ]  # fmt: skip
+    data = _config(tmp_path / "s.db", settings, concurrency=[1])
+    data["engine"]["startup_timeout_s"] = 2
+    store, run_id = await _run(data)
+    rows = {s.name: s for s in store.settings(run_id)}
+    assert rows["no-spec"].status == "done"
+    assert rows["fails"].status == "failed" and "exited with status 1" in (rows["fails"].error or "")
+    assert "out of memory" in (rows["oom"].log_tail or "").lower()
+    assert rows["hangs"].status == "failed" and "not ready" in (rows["hangs"].error or "")
+    assert {c.setting_id for c in store.cells(run_id)} == {"no-spec"}
+
+
+async def test_a_crash_mid_sweep_keeps_finished_cells(tmp_path: Path) -> None:
+    # 4 warmup requests + 4 at C=1 finish before the crash; the C=4 cell dies with the server.
+    settings = [{"name": "crashes", "extra_args": ["--crash-after", "9"]}]
+    store, run_id = await _run(_config(tmp_path / "s.db", settings))
+    row = store.settings(run_id)[0]
+    assert row.status == "failed" and "during the cell C=4" in (row.error or "")
+    assert [(c.setting_id, c.concurrency) for c in store.cells(run_id)] == [("crashes", 1)]
+
+
+async def test_stalled_and_malformed_streams_become_request_errors(tmp_path: Path) -> None:
+    settings = [
+        {"name": "stalls", "extra_args": ["--stall-stream-after", "5"]},
+        {"name": "garbled", "extra_args": ["--malformed-sse"]},
+    ]
+    data = _config(tmp_path / "s.db", settings, concurrency=[1], rounds_per_cell=1, warmup_rounds=0)
+    data["request_timeout_s"] = 1.0
+    store, run_id = await _run(data)
+    errors = {c.setting_id: {r.error.split(" ")[0] for r in c.requests if r.error} for c in store.cells(run_id)}
+    assert errors["stalls"] == {"timeout"}
+    assert errors["garbled"] == {"malformed"}
+
+
+def test_to_server_time_stretches_every_timestamp_from_the_window_start() -> None:
+    record = RequestRecord("p", send_ns=1000, end_ns=1600, first_token_ns=1100, chunk_ns=(1100, 1300))
+    other = RequestRecord("q", send_ns=1200, end_ns=1400, first_token_ns=None)
+    scaled = to_server_time([record, other], 10.0)
+    assert (scaled[0].send_ns, scaled[0].first_token_ns, scaled[0].end_ns) == (1000, 2000, 7000)
+    assert scaled[0].chunk_ns == (2000, 4000)
+    assert (scaled[1].send_ns, scaled[1].end_ns, scaled[1].first_token_ns) == (3000, 5000, None)
+    assert to_server_time([record], 1.0) == [record]
