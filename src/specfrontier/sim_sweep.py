@@ -7,12 +7,12 @@ They land in the same store, so `report`, `runs --json` and the analysis treat t
 
 from __future__ import annotations
 
-import shlex
 import zlib
 from collections.abc import Callable
 
 import specfrontier
 from specfrontier.config.sglang import SGLangSetting, SGLangTuneConfig, SimEngine
+from specfrontier.engines.sglang import setting_args
 from specfrontier.errors import ConfigError
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import RequestRecord, SpecCounters
@@ -28,16 +28,7 @@ SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction
 
 def sglang_command(setting: SGLangSetting, *, model_path: str = "<model-path>") -> list[str]:
     """The SGLang launch command that serves `setting` (what to run on the real deployment)."""
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", model_path]
-    if setting.algorithm is not None:
-        argv += ["--speculative-algorithm", setting.algorithm]
-        if setting.num_steps is not None:
-            argv += ["--speculative-num-steps", str(setting.num_steps)]
-            argv += ["--speculative-eagle-topk", str(setting.eagle_topk or 1)]
-            argv += ["--speculative-num-draft-tokens", str(setting.resolved_draft_tokens)]
-    if setting.max_running_requests is not None:
-        argv += ["--max-running-requests", str(setting.max_running_requests)]
-    return argv + list(setting.extra_args)
+    return ["python", "-m", "sglang.launch_server", "--model-path", model_path, *setting_args(setting)]
 
 
 def _sim_setting(setting: SGLangSetting) -> SimSetting:
@@ -163,8 +154,4 @@ class VirtualSweep:
         self.store.set_run_status(run_id, "done")
 
 
-def describe_command(setting: SGLangSetting) -> str:
-    return shlex.join(sglang_command(setting))
-
-
-__all__ = ["SIM_SOURCE", "VirtualSweep", "describe_command", "sglang_command"]
+__all__ = ["SIM_SOURCE", "VirtualSweep", "sglang_command"]

@@ -106,22 +106,6 @@ _FIX_BY_ERROR_TYPE = {
 }
 
 
-def _describe(exc: ValidationError, source: str) -> str:
-    """One line for the first problem: `<source>: <field> = <value>: <what>; fix: <action>`."""
-    first = exc.errors()[0]
-    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or "(top level)"
-    message = str(first["msg"]).removeprefix("Value error, ")
-    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-    if "fix:" in message:
-        return f"{source}: {message}{more}"
-    if first["type"] == "missing":
-        return f"{source}: {where}: missing; fix: add this key{more}"
-    value = first.get("input")
-    shown = repr(value) if not isinstance(value, dict) else "{...}"
-    fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")
-    return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
-
-
 def describe_validation_error(exc: ValidationError, source: str) -> str:
     """One line for the first problem: `<source>: <field> = <value>: <what>; fix: <action>`."""
     first = exc.errors()[0]

@@ -38,6 +38,20 @@ SPEC_FLAGS = (
 )
 
 
+def setting_args(setting: SGLangSetting) -> list[str]:
+    """SGLang flags of a setting, with the draft tokens as SGLang resolves them (steps + 1 for topk 1)."""
+    argv: list[str] = []
+    if setting.algorithm is not None:
+        argv += ["--speculative-algorithm", setting.algorithm]
+        if setting.num_steps is not None:
+            argv += ["--speculative-num-steps", str(setting.num_steps)]
+            argv += ["--speculative-eagle-topk", str(setting.eagle_topk or 1)]
+            argv += ["--speculative-num-draft-tokens", str(setting.resolved_draft_tokens)]
+    if setting.max_running_requests is not None:
+        argv += ["--max-running-requests", str(setting.max_running_requests)]
+    return argv
+
+
 class SGLangAdapter(EngineAdapter[SGLangSetting]):
     """Launches `python -m sglang.launch_server` (or the simulator's face) per setting."""
 
@@ -101,15 +115,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
     def command(self, setting: SGLangSetting, *, port: int, max_concurrency: int) -> list[str]:
         """The capacity is the setting's own `max_running_requests`, never raised behind the user's back:
         the resolved value (SGLang may reset it) is read back after launch."""
-        argv = [*self._launcher(), "--host", "127.0.0.1", "--port", str(port)]
-        if setting.algorithm is not None:
-            argv += ["--speculative-algorithm", setting.algorithm]
-            if setting.num_steps is not None:
-                argv += ["--speculative-num-steps", str(setting.num_steps)]
-                argv += ["--speculative-eagle-topk", str(setting.eagle_topk or 1)]
-                argv += ["--speculative-num-draft-tokens", str(setting.resolved_draft_tokens)]
-        if setting.max_running_requests is not None:
-            argv += ["--max-running-requests", str(setting.max_running_requests)]
+        argv = [*self._launcher(), "--host", "127.0.0.1", "--port", str(port), *setting_args(setting)]
         extra = () if isinstance(self.engine, SimEngine) else self.engine.extra_args
         return argv + list(extra) + list(setting.extra_args)
 
@@ -199,4 +205,4 @@ def spec_stats_from_chunk(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
     return RequestSpecStats(draft_tokens=drafted, accepted_tokens=correct, verify_steps=verify)
 
 
-__all__ = ["SGLangAdapter", "capacity_from_server_info", "spec_stats_from_chunk"]
+__all__ = ["SGLangAdapter", "capacity_from_server_info", "setting_args", "spec_stats_from_chunk"]
