@@ -15,27 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from builders import record_ms as _record
 from specfrontier.analysis import load_run
 from specfrontier.cli import main
-from specfrontier.records import RequestRecord
 from specfrontier.report import report_json
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _record(
-    send_ms: int, first_ms: int | None, end_ms: int, tokens: int | None, error: str | None = None
-) -> RequestRecord:
-    return RequestRecord(
-        prompt_id="p",
-        send_ns=send_ms * MS,
-        end_ns=end_ms * MS,
-        first_token_ns=None if first_ms is None else first_ms * MS,
-        completion_tokens=tokens,
-        error=error,
-    )
 
 
 def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import record_ms as _record
 from specfrontier.analysis import (
     Crossover,
     RunData,
@@ -22,19 +23,6 @@ MS = 1_000_000  # ns per ms
 
 Table = dict[str, dict[int, list[int]]]
 """setting -> concurrency -> aggregate tok/s of each repeat; the first setting is the baseline."""
-
-
-def _record(
-    send_ms: int, first_ms: int | None, end_ms: int, tokens: int | None, error: str | None = None
-) -> RequestRecord:
-    return RequestRecord(
-        prompt_id="p",
-        send_ns=send_ms * MS,
-        end_ns=end_ms * MS,
-        first_token_ns=None if first_ms is None else first_ms * MS,
-        completion_tokens=tokens,
-        error=error,
-    )
 
 
 def _repeat(c: int, agg: int) -> list[RequestRecord]:

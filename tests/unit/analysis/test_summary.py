@@ -6,25 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from builders import record_ms as _record
 from specfrontier.analysis import CellSummary, Figure, RunData, load_run
 from specfrontier.errors import StoreError
 from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
-
-
-def _record(
-    send_ms: int, first_ms: int | None, end_ms: int, tokens: int | None, error: str | None = None
-) -> RequestRecord:
-    return RequestRecord(
-        prompt_id="p",
-        send_ns=send_ms * MS,
-        end_ns=end_ms * MS,
-        first_token_ns=None if first_ms is None else first_ms * MS,
-        completion_tokens=tokens,
-        error=error,
-    )
 
 
 def _repeat(c: int, agg: int, ttft_ms: int = 100) -> list[RequestRecord]:

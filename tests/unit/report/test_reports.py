@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from builders import record_ms as _record
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, load_run, recommend
 from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.report import print_report, report_json, report_markdown
@@ -27,19 +28,6 @@ TABLE = {
 PARAMS = {"baseline": {}, "ngram": {"spec_type": "ngram-simple", "ngram_size_n": 3}, "draft": {"spec_type": "draft"}}
 COUNTERS = SpecCounters(draft_tokens=20, accepted_tokens=10, verify_steps=5, accepted_per_position=(6, 4))
 FAILED_ERROR = "bad flag <--spec|x> rejected\nsecond line"
-
-
-def _record(
-    send_ms: int, first_ms: int | None, end_ms: int, tokens: int | None, error: str | None = None
-) -> RequestRecord:
-    return RequestRecord(
-        prompt_id="p",
-        send_ns=send_ms * MS,
-        end_ns=end_ms * MS,
-        first_token_ns=None if first_ms is None else first_ms * MS,
-        completion_tokens=tokens,
-        error=error,
-    )
 
 
 def _repeat(c: int, agg: int) -> list[RequestRecord]:

@@ -10,24 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from builders import record_ms as _record
 from specfrontier.errors import StoreError
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.store import SCHEMA_VERSION, Store
 
 MS = 1_000_000  # ns per ms
-
-
-def _record(
-    send_ms: int, first_ms: int | None, end_ms: int, tokens: int | None, error: str | None = None
-) -> RequestRecord:
-    return RequestRecord(
-        prompt_id="p",
-        send_ns=send_ms * MS,
-        end_ns=end_ms * MS,
-        first_token_ns=None if first_ms is None else first_ms * MS,
-        completion_tokens=tokens,
-        error=error,
-    )
 
 
 def _store_with_setting(path: Path, *names: str) -> tuple[Store, str]:
