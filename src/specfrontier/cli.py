@@ -18,7 +18,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.analysis import load_run
+from specfrontier.analysis import RunData, load_run
+from specfrontier.analysis.compare import Comparison, compare_runs
 from specfrontier.config import (
     ENGINE_NAMES,
     SettingLike,
@@ -27,10 +28,13 @@ from specfrontier.config import (
     TuneConfig,
     load_config,
     parse_config,
+    production_sim_config,
     seed_sim_config,
 )
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report, report_json, report_markdown
+from specfrontier.report.compare import comparison_summary, comparison_tables
+from specfrontier.report.terminal import print_table
 from specfrontier.sim_sweep import VirtualSweep
 from specfrontier.store import Store
 from specfrontier.sweep import CellDone, Sweep, SweepEvents, is_virtual, open_sweep
@@ -146,8 +150,37 @@ def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: st
     if not quiet:
         console.print(f"run [bold]{run_id}[/bold] (SIMULATED: model predictions, not measurements)")
     virtual.run(run_id)
-    print_report(load_run(virtual.store, run_id), console)
+    data = load_run(virtual.store, run_id)
+    print_report(data, console)
     console.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
+    if cfg is not None and cfg == seed_sim_config().model_copy(update={"engine": cfg.engine}):
+        _production_check(cfg, virtual.store, data)
+
+
+def _production_check(seed: SGLangTuneConfig, store: Store, best_case: RunData) -> None:
+    """After the seed's best case, the same grid under production sampling, and what changes."""
+    production = production_sim_config()
+    production = production.model_copy(
+        update={"engine": production.engine.model_copy(update={"profile": seed.engine.profile})}  # type: ignore[union-attr]
+    )
+    virtual = VirtualSweep(production)
+    virtual.attach(store)
+    run_id = virtual.new_run()
+    virtual.run(run_id)
+    console.print(
+        f"\n[bold]Production sampling[/bold] (chat workload, temperature 0.7, natural EOS): run {run_id}, "
+        "compared with the best case above (A)"
+    )
+    _print_comparison(compare_runs(best_case, load_run(store, run_id)))
+
+
+def _print_comparison(cmp: Comparison) -> None:
+    for table in comparison_tables(cmp):
+        console.print()
+        print_table(table, console)
+    console.print()
+    for line in comparison_summary(cmp):
+        console.print(f"  {escape(line)}")
 
 
 @app.command()
@@ -227,6 +260,17 @@ def report(
         output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(help="Run A (e.g. the best case).")],
+    run_b: Annotated[str, typer.Argument(help="Run B (e.g. production sampling).")],
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Compare two runs: acceptance, aggregate tok/s per cell, and where the recommendation changes."""
+    opened = _open_existing(store)
+    _print_comparison(compare_runs(load_run(opened, run_a), load_run(opened, run_b)))
 
 
 @app.command()

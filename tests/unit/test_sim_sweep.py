@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from specfrontier.analysis import load_run
+from specfrontier.analysis.compare import compare_runs
 from specfrontier.cli import main
 from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, parse_config, seed_sim_config
 from specfrontier.errors import ConfigError
 from specfrontier.report import report_json, report_markdown
+from specfrontier.report.compare import comparison_summary
 from specfrontier.sim_sweep import VirtualSweep, sglang_command
 from specfrontier.store import Store
 
@@ -137,3 +139,38 @@ def test_cli_engine_and_profile_errors(
         main()
     assert done.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+def _run(cfg: SGLangTuneConfig, store: Store) -> str:
+    sweep = VirtualSweep(cfg)
+    sweep.attach(store)
+    run_id = sweep.new_run()
+    sweep.run(run_id)
+    return run_id
+
+
+def test_production_sampling_lowers_acceptance_and_the_comparison_says_what_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store(tmp_path / "s.db")
+    best = _small()
+    production = best.model_copy(
+        update={
+            "engine": best.engine.model_copy(update={"workload_class": "chat"}),
+            "workload": best.workload.model_copy(update={"temperature": 0.7, "ignore_eos": False}),
+        }
+    )
+    run_a, run_b = _run(best, store), _run(production, store)
+    cmp = compare_runs(load_run(store, run_a), load_run(store, run_b))
+    steps3 = next(d for d in cmp.acceptance if d.setting == "steps3")
+    assert steps3.length_a is not None and steps3.length_b is not None and steps3.length_b < steps3.length_a
+    assert [r.concurrency for r in cmp.recommendations] == [1, 4]
+    assert {(d.setting, d.concurrency) for d in cmp.cells} == {(s, c) for s in ("no-spec", "steps3") for c in (1, 4)}
+    lines = comparison_summary(cmp)
+    assert lines and all("C=" in line or "same at every" in line for line in lines)
+    monkeypatch.setattr(sys, "argv", ["specfrontier", "compare", run_a, run_b, "--store", str(tmp_path / "s.db")])
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "Recommendation per concurrency" in out and "Acceptance: A vs B" in out

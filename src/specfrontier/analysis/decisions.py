@@ -98,6 +98,12 @@ def _separated(data: RunData, winner: str, loser: str, concurrency: int) -> bool
     return w.aggregate_tok_s.low > lo.aggregate_tok_s.high
 
 
+def recommended_per_concurrency(data: RunData) -> list[Best]:
+    """The best setting per concurrency after the tie rule (a win within the noise over the baseline
+    goes to the baseline): what the recommendation uses."""
+    return [_prefer_cheaper_on_tie(data, b) for b in best_per_concurrency(data)]
+
+
 def _prefer_cheaper_on_tie(data: RunData, best: Best) -> Best:
     """A speculative win inside the noise over the no-speculation baseline is not worth its cost.
 
@@ -126,7 +132,7 @@ class Recommendation:
 
 def recommend(data: RunData) -> list[Recommendation]:
     """Group consecutive concurrency levels that share a best setting into one recommendation each."""
-    bests = [_prefer_cheaper_on_tie(data, b) for b in best_per_concurrency(data)]
+    bests = recommended_per_concurrency(data)
     groups: list[list[Best]] = []
     for b in bests:
         if groups and groups[-1][-1].setting == b.setting:
@@ -153,4 +159,13 @@ def recommend(data: RunData) -> list[Recommendation]:
     return out
 
 
-__all__ = ["Best", "Crossover", "Recommendation", "best_per_concurrency", "crossovers", "recommend", "speedup"]
+__all__ = [
+    "Best",
+    "Crossover",
+    "Recommendation",
+    "best_per_concurrency",
+    "crossovers",
+    "recommend",
+    "recommended_per_concurrency",
+    "speedup",
+]

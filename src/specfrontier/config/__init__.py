@@ -23,7 +23,14 @@ from specfrontier.config.llamacpp import (
     default_config,
     default_settings,
 )
-from specfrontier.config.sglang import SGLangEngine, SGLangSetting, SGLangTuneConfig, SimEngine, seed_sim_config
+from specfrontier.config.sglang import (
+    SGLangEngine,
+    SGLangSetting,
+    SGLangTuneConfig,
+    SimEngine,
+    production_sim_config,
+    seed_sim_config,
+)
 from specfrontier.errors import ConfigError
 
 TuneConfig = LlamaCppTuneConfig | SGLangTuneConfig
@@ -95,5 +102,6 @@ __all__ = [
     "default_settings",
     "load_config",
     "parse_config",
+    "production_sim_config",
     "seed_sim_config",
 ]

@@ -132,6 +132,18 @@ def seed_sim_config() -> SGLangTuneConfig:
     )
 
 
+def production_sim_config() -> SGLangTuneConfig:
+    """The seed grid under production sampling: a chat workload, temperature 0.7, natural EOS (the
+    seed's blind spot; compared against `seed_sim_config` to show how much of the gain survives)."""
+    seed = seed_sim_config()
+    return seed.model_copy(
+        update={
+            "engine": seed.engine.model_copy(update={"workload_class": "chat"}),
+            "workload": seed.workload.model_copy(update={"temperature": 0.7, "ignore_eos": False}),
+        }
+    )
+
+
 class SGLangTuneConfig(TuneBase):
     """A sweep of SGLang-style settings, on a real SGLang server or on the simulator."""
 
@@ -141,4 +153,12 @@ class SGLangTuneConfig(TuneBase):
     settings: tuple[SGLangSetting, ...] = Field(min_length=1, description="Settings to compare.")
 
 
-__all__ = ["SGLangEngine", "SGLangSetting", "SGLangTuneConfig", "SimEngine", "SpecAlgorithm", "seed_sim_config"]
+__all__ = [
+    "SGLangEngine",
+    "SGLangSetting",
+    "SGLangTuneConfig",
+    "SimEngine",
+    "SpecAlgorithm",
+    "production_sim_config",
+    "seed_sim_config",
+]

@@ -28,6 +28,14 @@ def _rich(t: Table) -> RichTable:
     return table
 
 
+def print_table(table: Table, console: Console) -> None:
+    """A table with its title above and its notes below, as whole lines (rich folds them otherwise)."""
+    console.print(escape(table.title), style="table.title")
+    console.print(_rich(table))
+    for note in table.notes:
+        console.print(escape(note), style="table.caption")
+
+
 def print_report(data: RunData, console: Console) -> None:
     run = data.run
     env = run.environment
@@ -39,10 +47,7 @@ def print_report(data: RunData, console: Console) -> None:
         console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
     for t in all_tables(data):
         console.print()
-        console.print(escape(t.title), style="table.title")
-        console.print(_rich(t))
-        for note in t.notes:
-            console.print(escape(note), style="table.caption")
+        print_table(t, console)
     console.print()
     console.print("[bold]Crossovers[/bold]")
     for line in crossover_lines(data):
@@ -61,4 +66,4 @@ def print_report(data: RunData, console: Console) -> None:
         console.print(f"    {escape(command)}", soft_wrap=True)
 
 
-__all__ = ["print_report"]
+__all__ = ["print_report", "print_table"]

@@ -1,0 +1,92 @@
+"""Two runs side by side: how acceptance, throughput and the recommendation change between them.
+
+The typical pair is the seed's best case (greedy, ignore_eos) against production sampling (temperature
+> 0, natural EOS, a chat workload): the question is how much of the gain survives and whether the best
+setting moves. A per-cell change counts as real only when the two runs' ranges over repeats do not
+overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specfrontier.analysis.decisions import recommended_per_concurrency
+from specfrontier.analysis.summary import RunData
+
+
+@dataclass(frozen=True, slots=True)
+class CellDelta:
+    setting: str
+    concurrency: int
+    aggregate_a: float
+    aggregate_b: float
+    ratio: float
+    """aggregate tok/s of B / of A (medians)."""
+    beyond_spread: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptanceDelta:
+    setting: str
+    length_a: float | None
+    length_b: float | None
+    rate_a: float | None
+    rate_b: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendationDelta:
+    concurrency: int
+    best_a: str
+    best_b: str
+
+    @property
+    def changed(self) -> bool:
+        return self.best_a != self.best_b
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    a: RunData
+    b: RunData
+    cells: tuple[CellDelta, ...]
+    acceptance: tuple[AcceptanceDelta, ...]
+    recommendations: tuple[RecommendationDelta, ...]
+
+
+def _pooled(data: RunData, setting: str) -> tuple[float | None, float | None]:
+    c = data.pooled_counters(setting)
+    if c is None:
+        return None, None
+    rate = c.accepted_tokens / c.draft_tokens if c.draft_tokens else None
+    length = 1 + c.accepted_tokens / c.verify_steps if c.verify_steps else None
+    return length, rate
+
+
+def compare_runs(a: RunData, b: RunData) -> Comparison:
+    """Deltas over the settings (by name) and concurrency levels the two runs share."""
+    shared = [s for s in a.measured_settings() if s in set(b.measured_settings())]
+    levels = [c for c in a.concurrency_levels if c in set(b.concurrency_levels)]
+    cells = []
+    for name in shared:
+        for c in levels:
+            ca, cb = a.cell(name, c), b.cell(name, c)
+            if ca is None or cb is None:
+                continue
+            fa, fb = ca.aggregate_tok_s, cb.aggregate_tok_s
+            if not fa.median or fb.median is None:
+                continue
+            apart = (fb.low or 0) > (fa.high or 0) or (fb.high or 0) < (fa.low or 0)
+            cells.append(CellDelta(name, c, fa.median, fb.median, fb.median / fa.median, apart))
+    acceptance = []
+    for name in shared:
+        length_a, rate_a = _pooled(a, name)
+        length_b, rate_b = _pooled(b, name)
+        acceptance.append(AcceptanceDelta(name, length_a, length_b, rate_a, rate_b))
+    best_a = {x.concurrency: x.setting for x in recommended_per_concurrency(a)}
+    best_b = {x.concurrency: x.setting for x in recommended_per_concurrency(b)}
+    recs = tuple(RecommendationDelta(c, best_a[c], best_b[c]) for c in levels if c in best_a and c in best_b)
+    return Comparison(a, b, tuple(cells), tuple(acceptance), recs)
+
+
+__all__ = ["AcceptanceDelta", "CellDelta", "Comparison", "RecommendationDelta", "compare_runs"]

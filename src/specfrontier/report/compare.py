@@ -1,0 +1,78 @@
+"""Rendering of a run comparison (terminal and Markdown share these tables)."""
+
+from __future__ import annotations
+
+from specfrontier.analysis.compare import Comparison
+from specfrontier.report.tables import Table
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def comparison_tables(cmp: Comparison) -> list[Table]:
+    a, b = cmp.a.run.run_id, cmp.b.run.run_id
+    recs = Table(
+        f"Recommendation per concurrency: A = {a} vs B = {b}",
+        ["C", "best in A", "best in B", "changed"],
+        [[str(r.concurrency), r.best_a, r.best_b, "yes" if r.changed else "no"] for r in cmp.recommendations],
+        ["best = highest median aggregate tok/s, a tie within the spread over the baseline going to the baseline."],
+    )
+    accept = Table(
+        "Acceptance: A vs B",
+        ["setting", "length A", "length B", "rate A", "rate B"],
+        [
+            [d.setting, _num(d.length_a, ".2f"), _num(d.length_b, ".2f"), _num(d.rate_a, ".1%"), _num(d.rate_b, ".1%")]
+            for d in cmp.acceptance
+        ],
+        ["length = 1 + accepted drafts / verification steps; rate = accepted / drafted; pooled over windows."],
+    )
+    cells = Table(
+        "Aggregate tok/s: A vs B",
+        ["setting", "C", "A", "B", "B / A", "beyond spread"],
+        [
+            [
+                d.setting,
+                str(d.concurrency),
+                f"{d.aggregate_a:.1f}",
+                f"{d.aggregate_b:.1f}",
+                f"{d.ratio:.2f}x",
+                "yes" if d.beyond_spread else "no",
+            ]
+            for d in cmp.cells
+        ],
+        ["medians over repeats; beyond spread = the two runs' ranges over repeats do not overlap."],
+    )
+    return [recs, accept, cells]
+
+
+def comparison_summary(cmp: Comparison) -> list[str]:
+    """Plain sentences: whether and where the recommendation moves, and how much speed-up survives."""
+    lines = []
+    moved = [r for r in cmp.recommendations if r.changed]
+    if moved:
+        lines += [f"at C={r.concurrency} the best setting moves from {r.best_a} to {r.best_b}" for r in moved]
+    else:
+        lines.append("the best setting is the same at every shared concurrency")
+    base_a, base_b = cmp.a.baseline, cmp.b.baseline
+    for r in cmp.recommendations:
+        if r.best_a == base_a or base_a is None or base_b is None:
+            continue
+        ga = _gain(cmp, r.best_a, base_a, r.concurrency, "a")
+        gb = _gain(cmp, r.best_a, base_b, r.concurrency, "b")
+        if ga is not None and gb is not None:
+            lines.append(
+                f"at C={r.concurrency}, {r.best_a}'s speed-up over no speculation is {ga:.2f}x in A, {gb:.2f}x in B"
+            )
+    return lines
+
+
+def _gain(cmp: Comparison, setting: str, baseline: str, c: int, which: str) -> float | None:
+    data = cmp.a if which == "a" else cmp.b
+    cell, base = data.cell(setting, c), data.cell(baseline, c)
+    if cell is None or base is None or not base.aggregate_tok_s.median or cell.aggregate_tok_s.median is None:
+        return None
+    return cell.aggregate_tok_s.median / base.aggregate_tok_s.median
+
+
+__all__ = ["comparison_summary", "comparison_tables"]
