@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -31,6 +32,7 @@ from specfrontier.config import (
     production_sim_config,
     seed_sim_config,
 )
+from specfrontier.config.common import describe_validation_error
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.report.compare import comparison_summary, comparison_tables
@@ -110,7 +112,9 @@ async def _run_sweep(sweep: Sweep, run_id: str) -> None:
     await sweep.run(run_id)
 
 
-def _tune_config(path: Path | None, engine: str | None, profile: str | None) -> TuneConfig:
+def _tune_config(
+    path: Path | None, engine: str | None, profile: str | None, face: str | None = None, time_scale: float | None = None
+) -> TuneConfig:
     """The config from --config, or the engine's embedded default; --engine/--profile must agree with it."""
     if engine is not None and engine not in ENGINE_NAMES:
         raise ConfigError(f"--engine = {engine!r}: unknown engine; fix: use one of {', '.join(ENGINE_NAMES)}")
@@ -120,10 +124,17 @@ def _tune_config(path: Path | None, engine: str | None, profile: str | None) -> 
         cfg = load_config(path)
     if engine is not None and cfg.engine.name != engine:
         raise ConfigError(f"--engine = {engine!r} but the config says engine.name = {cfg.engine.name!r}; fix: drop one")
-    if profile is not None:
+    overrides = {"profile": profile, "face": face, "time_scale": time_scale}
+    for key, value in overrides.items():
+        if value is None:
+            continue
         if not isinstance(cfg, SGLangTuneConfig) or not isinstance(cfg.engine, SimEngine):
-            raise ConfigError(f"--profile = {profile!r} needs the simulator; fix: add --engine sim")
-        cfg = cfg.model_copy(update={"engine": cfg.engine.model_copy(update={"profile": profile})})
+            raise ConfigError(f"--{key.replace('_', '-')} = {value!r} needs the simulator; fix: add --engine sim")
+        try:
+            engine_cfg = SimEngine.model_validate({**cfg.engine.model_dump(), key: value})
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, f"--{key.replace('_', '-')}")) from exc
+        cfg = cfg.model_copy(update={"engine": engine_cfg})
     return cfg
 
 
@@ -198,9 +209,16 @@ def tune(
         typer.Option("--engine", help="llamacpp (default) or sim: the simulator's seed grid, a model, in seconds."),
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Simulator profile (with --engine sim).")] = None,
+    face: Annotated[
+        str | None,
+        typer.Option("--face", help="Simulator face: virtual (in-process) or http (a server, via the SGLang adapter)."),
+    ] = None,
+    time_scale: Annotated[
+        float | None, typer.Option("--time-scale", help="http face: simulated seconds per wall second.")
+    ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
-    cfg = _tune_config(config, engine, profile) if resume is None else None
+    cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
     if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
         _tune_virtual(cfg, store, resume=resume, quiet=quiet)
         return
