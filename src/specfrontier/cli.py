@@ -33,6 +33,7 @@ from specfrontier.config import (
     seed_sim_config,
 )
 from specfrontier.config.common import describe_validation_error
+from specfrontier.engines import Capacity
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.report.compare import comparison_summary, comparison_tables
@@ -75,8 +76,10 @@ def _events(quiet: bool) -> SweepEvents:
         program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name
         console.print(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
 
-    def ready(setting: SettingLike, startup_s: float, capacity: int) -> None:
-        console.print(f"  ready in {startup_s:.2f} s, capacity {capacity} slots")
+    def ready(setting: SettingLike, startup_s: float, capacity: Capacity) -> None:
+        console.print(f"  ready in {startup_s:.2f} s, capacity {capacity.max_running_requests} requests")
+        if "WARNING" in capacity.source:  # e.g. SGLang's silent reset of max_running_requests to 48
+            console.print(f"  [yellow]{escape(capacity.source.split('WARNING: ', 1)[1])}[/yellow]")
 
     def failed(setting: SettingLike, message: str) -> None:
         console.print(f"  [red]failed[/red]: {escape(message.splitlines()[0])} (recorded; continuing)")

@@ -27,7 +27,7 @@ import aiohttp
 
 import specfrontier
 from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneConfig, parse_config
-from specfrontier.engines import ENGINES, EngineAdapter
+from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.metrics import CellMetrics, cell_metrics
@@ -54,7 +54,7 @@ class SweepEvents:
     """Callbacks for progress display; all optional. The sweep never depends on them."""
 
     on_setting_start: Callable[[SettingLike, list[str]], None] | None = None
-    on_setting_ready: Callable[[SettingLike, float, int], None] | None = None
+    on_setting_ready: Callable[[SettingLike, float, Capacity], None] | None = None
     on_setting_failed: Callable[[SettingLike, str], None] | None = None
     on_cell_done: Callable[[CellDone], None] | None = None
 
@@ -181,7 +181,7 @@ class Sweep:
                     context_tokens=capacity.context_tokens,
                 )
                 if self.events.on_setting_ready:
-                    self.events.on_setting_ready(setting, startup_s, capacity.max_running_requests)
+                    self.events.on_setting_ready(setting, startup_s, capacity)
                 async with StreamingClient(
                     base_url,
                     timeout_s=self.config.request_timeout_s,

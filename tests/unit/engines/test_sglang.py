@@ -105,3 +105,18 @@ def test_window_acceptance_is_exact_from_per_request_verify_steps() -> None:
     assert counters == SpecCounters(60, 39, 17)
     assert source == PER_REQUEST_EXACT_SOURCE
     assert 1 + counters.accepted_tokens / counters.verify_steps == pytest.approx(1 + 39 / 17)
+
+
+def test_tune_progress_warns_about_the_silent_reset(capsys: pytest.CaptureFixture[str]) -> None:
+    from specfrontier.cli import _events
+    from specfrontier.engines import Capacity
+
+    cap = capacity_from_server_info({"max_running_requests": 48}, STEPS4)
+    ready = _events(quiet=False).on_setting_ready
+    assert ready is not None
+    ready(STEPS4, 1.5, cap)
+    out = capsys.readouterr().out
+    assert "capacity 48 requests" in out
+    assert "SGLang reset the unset --max-running-requests to 48" in out
+    ready(STEPS4, 1.5, Capacity(17, "sglang /server_info max_running_requests"))
+    assert "reset" not in capsys.readouterr().out
