@@ -19,7 +19,6 @@ KV-token limits (`max_total_num_tokens` is a nominal figure), stop strings, n > 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import time
@@ -30,8 +29,16 @@ from typing import Any, Literal
 from aiohttp import web
 
 from specfrontier.sim.core import ServerCore, SimRequest, StepResult
-from specfrontier.sim.profile import SimProfile, WorkloadModel
-from specfrontier.sim.setting import ResolvedSetting
+from specfrontier.sim.http_protocol import (
+    Ask,
+    BadRequest,
+    FaceConfig,
+    error_response,
+    parse_ask,
+    spec_details,
+    sse_event,
+)
+from specfrontier.sim.profile import WorkloadModel
 
 PLACEHOLDER = "tok "
 """Text of one generated token: the face models timing and counts, not language."""
@@ -44,27 +51,6 @@ def log(message: str, level: str = "INFO") -> None:
     """One SGLang-looking log line (`[time] LEVEL message`) on stderr, flushed at once for log tails."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     print(f"[{stamp}] {level} {message}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True, slots=True)
-class FaceConfig:
-    """What the face serves: the model (profile, resolved setting), its pacing and the fault knobs."""
-
-    profile: SimProfile
-    setting: ResolvedSetting
-    workload: str
-    seed: int
-    time_scale: float
-    server_args: dict[str, Any]
-    """Resolved launch arguments, SGLang's names, served at the top level of /server_info."""
-    model_name: str
-    context_length: int
-    max_total_num_tokens: int
-    startup_s: float
-    hang: bool = False
-    stall_stream_after: int | None = None
-    malformed_sse: bool = False
-    crash_after: int | None = None
 
 
 @dataclass(slots=True)
@@ -160,105 +146,6 @@ class Pacer:
         self._active = still
 
 
-class BadRequest(Exception):
-    """A request body the face refuses (served as an OpenAI-style 400)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Ask:
-    """The parts of a completion request the model uses."""
-
-    api: Literal["chat", "completion"]
-    stream: bool
-    include_usage: bool
-    max_tokens: int
-    temperature: float
-    ignore_eos: bool
-    prompt_tokens: int
-    meta_info: bool
-    spec_details: bool
-    model: str
-
-
-def parse_ask(body: object, api: Literal["chat", "completion"], config: FaceConfig) -> _Ask:
-    """Validate a request body; prompt tokens are estimated as characters / 4 (at least 1)."""
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    if api == "chat":
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise BadRequest("messages must be a non-empty list")
-        chars = sum(len(str(m.get("content") or "")) for m in messages if isinstance(m, dict))
-    else:
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and all(isinstance(p, str) for p in prompt) and len(prompt) == 1:
-            prompt = prompt[0]
-        if not isinstance(prompt, str):
-            raise BadRequest("prompt must be a string (one prompt per request)")
-        chars = len(prompt)
-    if body.get("n", 1) != 1:
-        raise BadRequest("n must be 1 (the simulator serves one choice)")
-    prompt_tokens = max(1, chars // 4)
-    default_max = 16 if api == "completion" else max(1, config.context_length - prompt_tokens)
-    raw_max = body.get("max_completion_tokens", body.get("max_tokens"))
-    max_tokens = default_max if raw_max is None else raw_max
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise BadRequest(f"max_tokens must be a positive integer, got {max_tokens!r}")
-    if prompt_tokens + max_tokens > config.context_length:
-        raise BadRequest(
-            f"prompt ({prompt_tokens} tokens) + max_tokens ({max_tokens}) exceeds the context length "
-            f"{config.context_length}"
-        )
-    temperature = body.get("temperature")
-    temperature = 1.0 if temperature is None else temperature  # OpenAI's default
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or temperature < 0:
-        raise BadRequest(f"temperature must be a number >= 0, got {temperature!r}")
-    options = body.get("stream_options")
-    model = body.get("model")
-    return _Ask(
-        api=api,
-        stream=bool(body.get("stream", False)),
-        include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
-        max_tokens=max_tokens,
-        temperature=float(temperature),
-        ignore_eos=bool(body.get("ignore_eos", False)),
-        prompt_tokens=prompt_tokens,
-        meta_info=api == "chat" and bool(body.get("return_meta_info", False)),
-        spec_details=bool(body.get("return_spec_tokens_details", False)),
-        model=model if isinstance(model, str) else config.model_name,
-    )
-
-
-def spec_details(request: SimRequest, setting: ResolvedSetting) -> dict[str, Any]:
-    """SGLang's per-request speculative figures (engines.md 1.7; key names kept exactly).
-
-    `spec_accept_length` is completion_tokens / verify steps, the prefill token included, as SGLang computes
-    it; the histogram counts verify steps by number of correct drafts (0 .. num_draft_tokens - 1)."""
-    verify = request.verify_steps
-    histogram = [0] * setting.num_draft_tokens
-    for tokens in request.chunk_tokens[1:]:
-        histogram[min(tokens - 1, len(histogram) - 1)] += 1
-    return {
-        "spec_verify_ct": verify,
-        "spec_num_correct_drafts": request.accepted,
-        "spec_num_proposed_drafts": request.drafted,
-        "spec_accept_rate": request.accepted / request.drafted if request.drafted else 0.0,
-        "spec_accept_length": request.generated / verify if verify else 0.0,
-        "spec_correct_drafts_histogram": histogram,
-    }
-
-
-def _error(status: int, message: str) -> web.Response:
-    body = {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": status}
-    if status == 503:
-        body["type"] = "ServiceUnavailableError"
-    return web.json_response(body, status=status)
-
-
-def _sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-
-
 class Face:
     """The aiohttp handlers over one Pacer; `build_app` wires them."""
 
@@ -328,13 +215,13 @@ class Face:
 
     async def _generate(self, request: web.Request, api: Literal["chat", "completion"]) -> web.StreamResponse:
         if not self.ready:
-            return _error(503, "the server is starting")
+            return error_response(503, "the server is starting")
         try:
             ask = parse_ask(await request.json(), api, self.config)
         except ValueError:
-            return _error(400, "the request body is not valid JSON")
+            return error_response(400, "the request body is not valid JSON")
         except BadRequest as exc:
-            return _error(400, str(exc))
+            return error_response(400, str(exc))
         stream = self.pacer.admit(
             workload=self.workload,
             temperature=ask.temperature,
@@ -354,7 +241,7 @@ class Face:
         self._completed()
         return resp
 
-    def _choice(self, ask: _Ask, stream: _Stream, text: str | None, *, whole: bool = False) -> dict[str, Any]:
+    def _choice(self, ask: Ask, stream: _Stream, text: str | None, *, whole: bool = False) -> dict[str, Any]:
         """One choice: a stream delta (text None = the finish chunk) or, with `whole`, the full message."""
         finish = stream.request.finish_reason if whole or text is None else None
         choice: dict[str, Any] = {"index": 0}
@@ -383,7 +270,7 @@ class Face:
             meta.update(spec_details(request, self.config.setting))
         return meta
 
-    def _extras(self, ask: _Ask, stream: _Stream, *, whole: bool) -> dict[str, Any]:
+    def _extras(self, ask: Ask, stream: _Stream, *, whole: bool) -> dict[str, Any]:
         """`usage` (always on a whole response, on request in a stream) and `sglext` when asked for."""
         request = stream.request
         extras: dict[str, Any] = {}
@@ -398,14 +285,14 @@ class Face:
             extras["sglext"] = {"spec_tokens_details": spec_details(request, self.config.setting)}
         return extras
 
-    def _whole(self, ask: _Ask, stream: _Stream, head: dict[str, Any], text: str) -> dict[str, Any]:
+    def _whole(self, ask: Ask, stream: _Stream, head: dict[str, Any], text: str) -> dict[str, Any]:
         """The non-streamed response body."""
         kind = "chat.completion" if ask.api == "chat" else "text_completion"
         choice = self._choice(ask, stream, text, whole=True)
         return {**head, "object": kind, "choices": [choice], **self._extras(ask, stream, whole=True)}
 
     async def _stream(
-        self, request: web.Request, ask: _Ask, stream: _Stream, head: dict[str, Any]
+        self, request: web.Request, ask: Ask, stream: _Stream, head: dict[str, Any]
     ) -> web.StreamResponse:
         """One SSE chunk per step that gave this request tokens, then finish, usage/sglext and [DONE]."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -418,7 +305,7 @@ class Face:
             if not writing or (stall is not None and sent >= stall):
                 continue
             choice = self._choice(ask, stream, PLACEHOLDER * tokens)
-            writing = await _write(resp, _sse({**head, "choices": [choice], "usage": None}))
+            writing = await _write(resp, sse_event({**head, "choices": [choice], "usage": None}))
             if writing and self.config.malformed_sse and sent == 0:
                 writing = await _write(resp, MALFORMED_EVENT)
             sent += tokens
@@ -426,10 +313,10 @@ class Face:
             await _hold_open(request)
             return resp
         if writing:
-            data = _sse({**head, "choices": [self._choice(ask, stream, None)], "usage": None})
+            data = sse_event({**head, "choices": [self._choice(ask, stream, None)], "usage": None})
             extras = self._extras(ask, stream, whole=False)
             if extras:
-                data += _sse({**head, "choices": [], **extras})
+                data += sse_event({**head, "choices": [], **extras})
             if await _write(resp, data + b"data: [DONE]\n\n"):
                 await resp.write_eof()
         self._completed()
