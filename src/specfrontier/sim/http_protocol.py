@@ -135,4 +135,6 @@ def error_response(status: int, message: str) -> web.Response:
 
 def sse_event(payload: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
 __all__ = ["Ask", "BadRequest", "FaceConfig", "error_response", "parse_ask", "spec_details", "sse_event"]
