@@ -15,13 +15,12 @@ from specfrontier.config.sglang import SGLangSetting, SGLangTuneConfig, SimEngin
 from specfrontier.engines.sglang import setting_args
 from specfrontier.errors import ConfigError
 from specfrontier.metrics import cell_metrics
-from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.profile import SimProfile, load_profile
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 from specfrontier.sim.virtual import simulate_cell
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone, requests_per_cell
+from specfrontier.sweep import CellDone, per_request_counters, register_settings, requests_per_cell
 
 SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction, not a measurement)"
 
@@ -38,17 +37,6 @@ def _sim_setting(setting: SGLangSetting) -> SimSetting:
         eagle_topk=setting.eagle_topk,
         num_draft_tokens=setting.num_draft_tokens,
         max_running_requests=setting.max_running_requests,
-    )
-
-
-def _counters(records: list[RequestRecord]) -> SpecCounters | None:
-    stats = [r.spec for r in records if r.ok and r.spec is not None]
-    if not stats:
-        return None
-    return SpecCounters(
-        sum(s.draft_tokens for s in stats),
-        sum(s.accepted_tokens for s in stats),
-        sum(s.verify_steps or 0 for s in stats),
     )
 
 
@@ -96,15 +84,7 @@ class VirtualSweep:
                 "profile_description": self.profile.description,
             },
         )
-        for position, s in enumerate(self.config.settings):
-            self.store.add_setting(
-                run_id,
-                setting_id=s.name,
-                position=position,
-                name=s.name,
-                params=s.parameters(),
-                speculative=s.speculative,
-            )
+        register_settings(self.store, run_id, self.config.settings)
         return run_id
 
     def run(self, run_id: str) -> None:
@@ -137,7 +117,7 @@ class VirtualSweep:
                         warmup_requests=cfg.warmup_rounds * c,
                         seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
                     )
-                    counters = _counters(records)
+                    counters = per_request_counters(records)
                     self.store.record_cell(
                         run_id,
                         setting_id=s.name,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -120,15 +120,7 @@ class Sweep:
             config=self.config.model_dump(mode="json"),
             environment=environment(self.adapter),
         )
-        for position, setting in enumerate(self.config.all_settings()):
-            self.store.add_setting(
-                run_id,
-                setting_id=setting.name,
-                position=position,
-                name=setting.name,
-                params=setting.parameters(),
-                speculative=setting.speculative,
-            )
+        register_settings(self.store, run_id, self.config.all_settings())
         return run_id
 
     async def run(self, run_id: str) -> None:
@@ -295,14 +287,35 @@ def _window_counters(
     """Acceptance for exactly this window: the server's counter diff, else the per-request sums."""
     if before is not None and after is not None:
         return after.minus(before), counters_source
+    counters = per_request_counters(records)
+    if counters is None:
+        return None, None
+    return counters, PER_REQUEST_SOURCE if counters.verify_steps == 0 else PER_REQUEST_EXACT_SOURCE
+
+
+def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | None:
+    """The window's speculative counts summed over its successful requests' own stats (None: none had any).
+
+    Verify steps count only when every request reports them: a partial sum would bias the acceptance
+    length, so it is 0 (unknown) then."""
     stats = [r.spec for r in records if r.ok and r.spec is not None]
     if not stats:
-        return None, None
-    verify = sum(s.verify_steps for s in stats if s.verify_steps is not None)
-    if any(s.verify_steps is None for s in stats):
-        verify = 0  # a partial count would bias the acceptance length
-    source = PER_REQUEST_SOURCE if verify == 0 else PER_REQUEST_EXACT_SOURCE
-    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify), source
+        return None
+    verify = 0 if any(s.verify_steps is None for s in stats) else sum(s.verify_steps or 0 for s in stats)
+    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify)
+
+
+def register_settings(store: Store, run_id: str, settings: Sequence[SettingLike]) -> None:
+    """Add a run's settings, in order, as pending rows (shared by the server and virtual sweeps)."""
+    for position, setting in enumerate(settings):
+        store.add_setting(
+            run_id,
+            setting_id=setting.name,
+            position=position,
+            name=setting.name,
+            params=setting.parameters(),
+            speculative=setting.speculative,
+        )
 
 
 def open_sweep(
@@ -346,6 +359,8 @@ __all__ = [
     "environment",
     "is_virtual",
     "open_sweep",
+    "per_request_counters",
+    "register_settings",
     "requests_per_cell",
     "to_server_time",
     "workload_label",
