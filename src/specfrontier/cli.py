@@ -88,8 +88,8 @@ def _events(quiet: bool) -> SweepEvents:
         m = done.metrics
         rate = ""
         c = done.counters
-        if c is not None and c.draft_tokens:
-            rate = f", accept {c.accepted_tokens / c.draft_tokens:.0%}"
+        if c is not None and c.acceptance_rate is not None:
+            rate = f", accept {c.acceptance_rate:.0%}"
         agg = f"{m.aggregate_tok_s:.1f}" if m.aggregate_tok_s is not None else "-"
         per = f"{m.per_request_tok_s_p50:.1f}" if m.per_request_tok_s_p50 is not None else "-"
         errs = f", [red]{m.errors} errors[/red]" if m.errors else ""

@@ -88,6 +88,23 @@ class SpecCounters:
     verify_steps: int
     accepted_per_position: tuple[int, ...] = field(default_factory=tuple)
 
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted draft tokens / drafted tokens (None when nothing was drafted)."""
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens > 0 else None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """tau = 1 + accepted drafts / verification steps, incl. the bonus token (None: steps unknown)."""
+        return 1.0 + self.accepted_tokens / self.verify_steps if self.verify_steps > 0 else None
+
+    @property
+    def per_position_rate(self) -> tuple[float, ...]:
+        """P(draft position i accepted) per verification step (empty when steps are unknown)."""
+        if self.verify_steps <= 0:
+            return ()
+        return tuple(a / self.verify_steps for a in self.accepted_per_position)
+
     def minus(self, before: SpecCounters) -> SpecCounters:
         """Counts accumulated between `before` and this snapshot."""
         n = max(len(self.accepted_per_position), len(before.accepted_per_position))

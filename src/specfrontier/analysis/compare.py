@@ -58,9 +58,7 @@ def _pooled(data: RunData, setting: str) -> tuple[float | None, float | None]:
     c = data.pooled_counters(setting)
     if c is None:
         return None, None
-    rate = c.accepted_tokens / c.draft_tokens if c.draft_tokens else None
-    length = 1 + c.accepted_tokens / c.verify_steps if c.verify_steps else None
-    return length, rate
+    return c.acceptance_length, c.acceptance_rate
 
 
 def compare_runs(a: RunData, b: RunData) -> Comparison:

@@ -69,12 +69,12 @@ class CellSummary:
     @property
     def acceptance_rate(self) -> float | None:
         c = self.counters
-        return c.accepted_tokens / c.draft_tokens if c and c.draft_tokens > 0 else None
+        return c.acceptance_rate if c else None
 
     @property
     def acceptance_length(self) -> float | None:
         c = self.counters
-        return 1.0 + c.accepted_tokens / c.verify_steps if c and c.verify_steps > 0 else None
+        return c.acceptance_length if c else None
 
     @property
     def noisy(self) -> bool:

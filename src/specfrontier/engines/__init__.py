@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from typing import Any
 
-from specfrontier.engines.base import Capacity, EngineAdapter, WindowAcceptance
+from specfrontier.engines.base import Capacity, EngineAdapter
 from specfrontier.engines.llamacpp import LlamaCppAdapter
 from specfrontier.engines.sglang import SGLangAdapter
 
@@ -13,4 +13,4 @@ ENGINES: dict[str, Callable[[Any], EngineAdapter[Any]]] = {
     "sim": SGLangAdapter,  # the simulator's HTTP face speaks SGLang's interface
 }
 
-__all__ = ["ENGINES", "Capacity", "EngineAdapter", "LlamaCppAdapter", "SGLangAdapter", "WindowAcceptance"]
+__all__ = ["ENGINES", "Capacity", "EngineAdapter", "LlamaCppAdapter", "SGLangAdapter"]

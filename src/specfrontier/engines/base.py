@@ -30,33 +30,6 @@ class Capacity:
     context_tokens: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class WindowAcceptance:
-    """Speculative counters accumulated during exactly one measured window."""
-
-    counters: SpecCounters
-    source: str
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        c = self.counters
-        return c.accepted_tokens / c.draft_tokens if c.draft_tokens > 0 else None
-
-    @property
-    def acceptance_length(self) -> float | None:
-        """tau = 1 + accepted drafts / verification steps (includes the bonus token)."""
-        c = self.counters
-        return 1.0 + c.accepted_tokens / c.verify_steps if c.verify_steps > 0 else None
-
-    @property
-    def per_position_rate(self) -> tuple[float, ...]:
-        """P(draft position i accepted) per verification step."""
-        c = self.counters
-        if c.verify_steps <= 0:
-            return ()
-        return tuple(a / c.verify_steps for a in c.accepted_per_position)
-
-
 class EngineAdapter(ABC, Generic[SettingT]):
     """One engine. Methods are called in this order: prepare, then per setting command -> (server
     runs) -> capacity -> spec_counters before and after each window."""
@@ -113,4 +86,4 @@ class EngineAdapter(ABC, Generic[SettingT]):
         return 120.0
 
 
-__all__ = ["Capacity", "EngineAdapter", "SettingT", "WindowAcceptance"]
+__all__ = ["Capacity", "EngineAdapter", "SettingT"]

@@ -90,9 +90,7 @@ DEFINITIONS = {
 def _per_position(data: RunData, setting: str) -> list[float]:
     """P(draft position i accepted) per verification step, pooled over the setting's windows."""
     pooled = data.pooled_counters(setting)
-    if pooled is None or pooled.verify_steps <= 0:
-        return []
-    return [a / pooled.verify_steps for a in pooled.accepted_per_position]
+    return list(pooled.per_position_rate) if pooled is not None else []
 
 
 def report_json(data: RunData) -> dict[str, Any]:

@@ -92,13 +92,13 @@ def settings_table(data: RunData) -> Table:
     rows = []
     for s in data.settings:
         pooled = data.pooled_counters(s.name)
-        rate = f"{pooled.accepted_tokens / pooled.draft_tokens:.1%}" if pooled and pooled.draft_tokens else "-"
-        length = f"{1 + pooled.accepted_tokens / pooled.verify_steps:.2f}" if pooled and pooled.verify_steps else "-"
+        rate = f"{pooled.acceptance_rate:.1%}" if pooled and pooled.acceptance_rate is not None else "-"
+        length = f"{pooled.acceptance_length:.2f}" if pooled and pooled.acceptance_length is not None else "-"
         drafted = f"{pooled.accepted_tokens}/{pooled.draft_tokens}" if pooled else "-"
         positions = "-"
-        if pooled and pooled.verify_steps and pooled.accepted_per_position:
-            rates = [a / pooled.verify_steps for a in pooled.accepted_per_position[:4]]
-            positions = " ".join(f"{r:.2f}" for r in rates) + (" ..." if len(pooled.accepted_per_position) > 4 else "")
+        rates = pooled.per_position_rate if pooled else ()
+        if rates:
+            positions = " ".join(f"{r:.2f}" for r in rates[:4]) + (" ..." if len(rates) > 4 else "")
         rows.append(
             [
                 s.name,
