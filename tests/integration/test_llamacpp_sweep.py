@@ -70,13 +70,20 @@ async def test_full_acceptance_beats_baseline_and_counts_agree(
 async def test_low_acceptance_loses_to_baseline(
     llama_server: Path, pair_low_acceptance: SyntheticPair, tmp_path: Path
 ) -> None:
-    store, run_id = await _sweep(_config(pair_low_acceptance, tmp_path / "s.db"))
-    data = load_run(store, run_id)
-    spec = data.cell("draft-8", 1)
+    # 16 drafted tokens per step with no confidence cut: most of the draft work is wasted, so the loss is
+    # wide (measured 0.56x on an idle box) and stays clear of the 0.85 bound when CI shares the CPU.
+    data = _config(pair_low_acceptance, tmp_path / "s.db")
+    data["settings"] = [
+        {"name": "baseline"},
+        {"name": "draft-16", "spec_type": "draft-simple", "draft_n_max": 16, "draft_p_min": 0.0},
+    ]
+    store, run_id = await _sweep(data)
+    run = load_run(store, run_id)
+    spec = run.cell("draft-16", 1)
     assert spec is not None and spec.acceptance_rate is not None
     assert spec.acceptance_rate < 0.3
-    gain = speedup(data, "draft-8", 1)
-    assert gain is not None and gain < 0.9, f"low acceptance should lose to the baseline, got {gain}"
+    gain = speedup(run, "draft-16", 1)
+    assert gain is not None and gain < 0.85, f"low acceptance should lose to the baseline, got {gain}"
 
 
 async def test_acceptance_counts_are_deterministic_across_repeats(
