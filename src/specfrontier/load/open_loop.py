@@ -1,0 +1,152 @@
+"""Open-loop load: requests sent at scheduled times (Poisson or burstier), whatever the server does.
+
+Closed loop measures a fixed number of users; open loop measures what users arriving at a given rate
+experience, including the queueing a closed loop hides (a slow server slows a closed-loop client down,
+but not arriving users). The schedule follows vLLM bench's `--request-rate` / `--burstiness`:
+inter-arrival times are gamma-distributed with shape k = burstiness and mean 1 / rate, so k = 1 is a
+Poisson process (exponential gaps, coefficient of variation 1), k < 1 is burstier (CV = 1/sqrt(k) > 1)
+and k > 1 more regular. The schedule is a pure function of (rate, burstiness, seed, length): two runs
+with the same seed send at the same offsets.
+
+Measured window: the first request is scheduled at offset 0, and the schedule spans `span_s` (the
+configured duration, or the last offset when a request count is given). Requests *scheduled* in the
+first `warmup_s` or in the last `cooldown_s` of the span are sent (they load the server like any other)
+but left out of the measurement: warmup lets the server reach its steady batch, cooldown drops the
+tail where arrivals stop and the batch drains. `measured_indices` applies that rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specfrontier.load.client import StreamingClient
+from specfrontier.records import Prompt, RequestRecord, Sampling
+
+_NS_PER_S = 1_000_000_000
+
+
+def arrival_offsets(
+    rate: float,
+    *,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    requests: int | None = None,
+    duration_s: float | None = None,
+) -> tuple[float, ...]:
+    """Send offsets in seconds from the start: 0 for the first request, then cumulative gamma gaps.
+
+    Exactly one of `requests` (that many offsets) or `duration_s` (every offset below it) is given.
+    """
+    if rate <= 0:
+        raise ValueError(f"rate must be > 0 req/s, got {rate}")
+    if burstiness <= 0:
+        raise ValueError(f"burstiness must be > 0, got {burstiness}")
+    if (requests is None) == (duration_s is None):
+        raise ValueError("give exactly one of requests or duration_s")
+    rng = np.random.default_rng(seed)
+    scale = 1.0 / (rate * burstiness)  # mean gap = shape x scale = 1 / rate
+    if requests is not None:
+        if requests < 0:
+            raise ValueError(f"requests must be >= 0, got {requests}")
+        gaps = rng.gamma(burstiness, scale, size=max(requests - 1, 0))
+        return tuple(float(x) for x in np.concatenate(([0.0], np.cumsum(gaps)))[:requests])
+    assert duration_s is not None
+    if duration_s <= 0:
+        raise ValueError(f"duration_s must be > 0, got {duration_s}")
+    offsets = [0.0]
+    while True:
+        # Blocks of draws (deterministic for a seed): a long schedule costs a few vector draws.
+        block = rng.gamma(burstiness, scale, size=max(16, int(rate * duration_s)))
+        for gap in block:
+            nxt = offsets[-1] + float(gap)
+            if nxt >= duration_s:
+                return tuple(offsets)
+            offsets.append(nxt)
+
+
+def measured_indices(
+    offsets: Sequence[float], *, span_s: float, warmup_s: float = 0.0, cooldown_s: float = 0.0
+) -> list[int]:
+    """Indices of requests scheduled in [warmup_s, span_s - cooldown_s]: the measured ones."""
+    if warmup_s < 0 or cooldown_s < 0:
+        raise ValueError("warmup_s and cooldown_s must be >= 0")
+    end = span_s - cooldown_s
+    return [i for i, t in enumerate(offsets) if warmup_s <= t <= end]
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoopResult:
+    """Every request sent (in schedule order) and how faithfully the schedule was kept."""
+
+    records: tuple[RequestRecord, ...]
+    scheduled_ns: tuple[int, ...]
+    """Scheduled send time of each request (perf_counter_ns); `records[i].send_ns` is the actual one."""
+    cap_waits: int
+    """Requests that had to wait for a free in-flight slot (the cap was hit); 0 without a cap."""
+    max_in_flight: int | None
+
+    def send_lag_ms(self) -> list[float]:
+        """Actual minus scheduled send time per request (ms): the client's (or the cap's) delay."""
+        return [(r.send_ns - s) / 1e6 for r, s in zip(self.records, self.scheduled_ns, strict=True)]
+
+    def achieved_rate(self, indices: Sequence[int] | None = None) -> float | None:
+        """(n - 1) / (last send - first send) over the given requests: the rate actually sent (req/s)."""
+        chosen = [self.records[i] for i in (range(len(self.records)) if indices is None else indices)]
+        if len(chosen) < 2:
+            return None
+        span = max(r.send_ns for r in chosen) - min(r.send_ns for r in chosen)
+        return (len(chosen) - 1) / (span / _NS_PER_S) if span > 0 else None
+
+
+async def run_open_loop(
+    client: StreamingClient,
+    prompts: Sequence[Prompt],
+    sampling: Sampling,
+    *,
+    offsets: Sequence[float],
+    max_in_flight: int | None = None,
+) -> OpenLoopResult:
+    """Send request i (prompt i mod n) at `offsets[i]` seconds from now, without waiting for earlier ones.
+
+    With `max_in_flight`, a request due while that many are in flight waits for a slot (counted in
+    `cap_waits`): the load is then no longer open. Sleeping is coarse (asyncio timers), so a request is
+    sent at or after its scheduled time; the lag is kept per request (`send_lag_ms`).
+    """
+    if not prompts:
+        raise ValueError("prompts must not be empty")
+    if max_in_flight is not None and max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+    slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
+    records: list[RequestRecord | None] = [None] * len(offsets)
+    start_ns = time.perf_counter_ns()
+    scheduled = tuple(start_ns + round(t * _NS_PER_S) for t in offsets)
+    cap_waits = 0
+
+    async def one(index: int) -> None:
+        try:
+            records[index] = await client.send(prompts[index % len(prompts)], sampling)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async with asyncio.TaskGroup() as group:
+        for index, due in enumerate(scheduled):
+            delay = (due - time.perf_counter_ns()) / _NS_PER_S
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if slots is not None:
+                if slots.locked():
+                    cap_waits += 1
+                await slots.acquire()
+            group.create_task(one(index))
+    done = tuple(r for r in records if r is not None)
+    assert len(done) == len(offsets), "every scheduled request was sent once"
+    return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
+
+
+__all__ = ["OpenLoopResult", "arrival_offsets", "measured_indices", "run_open_loop"]

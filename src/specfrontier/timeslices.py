@@ -1,0 +1,153 @@
+"""Per-second figures of one measured window, from stored request records, and the latency spikes they show.
+
+A cell's percentiles hide *when* latency was bad: a 2-second stall (a compaction, a KV-cache eviction,
+a draft model falling behind) moves p99 a little and p50 not at all. Slicing the window makes it visible.
+
+Definitions (all client-side `perf_counter_ns` stamps, like `metrics`):
+- The window starts at the first `send_ns` of the cell's records; slice k covers
+  [start + k x slice_s, start + (k + 1) x slice_s). The last slice holds the last `end_ns`.
+- `finished`: requests (errors included) whose `end_ns` falls in the slice; `errors`: those that failed.
+- `output_tokens`: tokens *delivered* in the slice: each content chunk of an ok request counts at its
+  arrival time, with the server-reported tokens of that chunk (`chunk_tokens`) when known, else the
+  request's completion tokens spread evenly over its content chunks (so the sum over slices equals the
+  cell's output tokens; a slice's figure may then be fractional).
+- TTFT of a request belongs to the slice of its first token (when the user saw it); TPOT (as in
+  `metrics`) to the slice in which the request ended. p50 and p99 per slice use numpy's linear
+  interpolation; a slice without samples has None.
+
+Spike rule: a slice is a spike when its TTFT p99 (or TPOT p99) exceeds `SPIKE_FACTOR` (3) x the cell's
+median of that metric over all its ok requests. A one-sample slice counts: one user waiting three
+times the median is what a spike is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specfrontier.records import RequestRecord
+
+SPIKE_FACTOR = 3.0
+"""A slice's p99 above this multiple of the cell's median is reported as a spike."""
+
+_NS_PER_S = 1e9
+_NS_PER_MS = 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class TimeSlice:
+    """Figures of one slice of the window; the module docstring gives every definition."""
+
+    index: int
+    start_s: float
+    """Seconds from the window start."""
+    finished: int
+    errors: int
+    output_tokens: float
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p99_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Spike:
+    """One slice whose p99 of `metric` is above SPIKE_FACTOR x the cell's median."""
+
+    metric: str
+    """"ttft" or "tpot"."""
+    slice_index: int
+    start_s: float
+    p99_ms: float
+    cell_median_ms: float
+
+    @property
+    def factor(self) -> float:
+        return self.p99_ms / self.cell_median_ms
+
+
+def _pct(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else None
+
+
+def _tpot_ms(r: RequestRecord) -> float | None:
+    tokens = r.completion_tokens or 0
+    if r.first_token_ns is None or tokens < 2 or r.end_ns <= r.first_token_ns:
+        return None
+    return (r.end_ns - r.first_token_ns) / (tokens - 1) / _NS_PER_MS
+
+
+def _chunk_tokens(r: RequestRecord) -> list[float]:
+    if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+        return [float(t) for t in r.chunk_tokens]
+    if not r.chunk_ns:
+        return []
+    return [(r.completion_tokens or 0) / len(r.chunk_ns)] * len(r.chunk_ns)
+
+
+def time_slices(records: Sequence[RequestRecord], slice_s: float = 1.0) -> list[TimeSlice]:
+    """Slice a cell's window into `slice_s`-second slices (every slice, empty ones included)."""
+    if slice_s <= 0:
+        raise ValueError(f"slice_s must be > 0, got {slice_s}")
+    if not records:
+        return []
+    start = min(r.send_ns for r in records)
+    width = slice_s * _NS_PER_S
+    count = int((max(r.end_ns for r in records) - start) // width) + 1
+
+    def slot(t_ns: int) -> int:
+        return min(int((t_ns - start) // width), count - 1)
+
+    finished = [0] * count
+    errors = [0] * count
+    tokens = [0.0] * count
+    ttft: list[list[float]] = [[] for _ in range(count)]
+    tpot: list[list[float]] = [[] for _ in range(count)]
+    for r in records:
+        k = slot(r.end_ns)
+        finished[k] += 1
+        if not r.ok:
+            errors[k] += 1
+            continue
+        for t_ns, n in zip(r.chunk_ns, _chunk_tokens(r), strict=True):
+            tokens[slot(t_ns)] += n
+        if r.first_token_ns is not None:
+            ttft[slot(r.first_token_ns)].append((r.first_token_ns - r.send_ns) / _NS_PER_MS)
+        value = _tpot_ms(r)
+        if value is not None:
+            tpot[k].append(value)
+    return [
+        TimeSlice(
+            index=k,
+            start_s=k * slice_s,
+            finished=finished[k],
+            errors=errors[k],
+            output_tokens=tokens[k],
+            ttft_p50_ms=_pct(ttft[k], 50),
+            ttft_p99_ms=_pct(ttft[k], 99),
+            tpot_p50_ms=_pct(tpot[k], 50),
+            tpot_p99_ms=_pct(tpot[k], 99),
+        )
+        for k in range(count)
+    ]
+
+
+def spikes(records: Sequence[RequestRecord], slices: Sequence[TimeSlice]) -> list[Spike]:
+    """Slices whose TTFT or TPOT p99 exceeds SPIKE_FACTOR x the cell median (see the module docstring)."""
+    ok = [r for r in records if r.ok]
+    medians = {
+        "ttft": _pct([(r.first_token_ns - r.send_ns) / _NS_PER_MS for r in ok if r.first_token_ns is not None], 50),
+        "tpot": _pct([v for v in (_tpot_ms(r) for r in ok) if v is not None], 50),
+    }
+    found = []
+    for s in slices:
+        for metric, p99 in (("ttft", s.ttft_p99_ms), ("tpot", s.tpot_p99_ms)):
+            median = medians[metric]
+            if p99 is not None and median is not None and median > 0 and p99 > SPIKE_FACTOR * median:
+                found.append(Spike(metric, s.index, s.start_s, p99, median))
+    return found
+
+
+__all__ = ["SPIKE_FACTOR", "Spike", "TimeSlice", "spikes", "time_slices"]
