@@ -33,7 +33,7 @@ def test_slices_count_finishes_tokens_and_latency_per_second() -> None:
         _req(0, 100, 500, tokens=5, chunks=5),  # ends in slice 0, TPOT = 400/4 = 100 ms
         _req(200, 100, 1300, tokens=13, chunks=13),  # first token in slice 0, ends in slice 1, TPOT 100 ms
         _req(1500, 200, 1150, tokens=20, chunks=20),  # first token slice 1, ends in slice 2, TPOT 50 ms
-        _req(1600, 0, 1700, tokens=0, chunks=0, error="http 500: boom"),  # an error ending in slice 1
+        _req(1600, 0, 100, tokens=0, chunks=0, error="http 500: boom"),  # an error ending in slice 1
     ]
     slices = time_slices(records, slice_s=1.0)
     assert [s.index for s in slices] == [0, 1, 2]
