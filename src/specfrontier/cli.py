@@ -93,10 +93,8 @@ def _events(quiet: bool) -> SweepEvents:
         agg = f"{m.aggregate_tok_s:.1f}" if m.aggregate_tok_s is not None else "-"
         per = f"{m.per_request_tok_s_p50:.1f}" if m.per_request_tok_s_p50 is not None else "-"
         errs = f", [red]{m.errors} errors[/red]" if m.errors else ""
-        console.print(
-            f"  C={done.concurrency} repeat {done.repeat + 1}: {agg} tok/s aggregate, {per} tok/s per request"
-            f"{rate}{errs}"
-        )
+        level = f"C={done.concurrency}" if done.request_rate is None else f"{done.request_rate:g} req/s"
+        console.print(f"  {level} repeat {done.repeat + 1}: {agg} tok/s aggregate, {per} tok/s per request{rate}{errs}")
 
     return SweepEvents(start, ready, failed, cell)
 

@@ -50,6 +50,11 @@ class VirtualSweep:
         if not isinstance(self.config.engine, SimEngine):
             raise ConfigError("engine.name: the virtual sweep needs engine.name = sim; fix: set engine.name: sim")
         self.engine: SimEngine = self.config.engine
+        if self.config.load.mode != "closed":
+            raise ConfigError(
+                "load.mode = 'open': the virtual simulator models closed-loop cells only; "
+                "fix: use engine.face: http for open-loop load, or load.mode: closed"
+            )
         self.profile: SimProfile = load_profile(self.engine.profile)
         self.resolved: dict[str, ResolvedSetting] = {}
         for s in self.config.settings:  # every refusal happens here, before the run exists

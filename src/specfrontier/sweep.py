@@ -1,14 +1,17 @@
 """The grid sweep: one server launch per setting, every cell of that setting on the warm server.
 
-    for setting:  launch -> ready (startup time) -> capacity read-back -> warmup (unmeasured)
-        for repeat:  for concurrency:  counters -> window -> counters -> store
+    for setting:  launch -> ready (startup time) -> capacity read-back -> first request (cold start)
+                  -> warmup (unmeasured)
+        for repeat:  for concurrency (or rate, open loop):  counters -> window -> counters -> store
     stop the server (process group), always
 
 Every window sends whole passes over the prompt set (request i uses prompt i mod n), so each cell sees
 each prompt equally often and cells at different concurrency levels measure the same mix.
 
 Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
-levels instead of biasing one. A setting whose server fails is recorded as failed with its log tail
+levels instead of biasing one. In open-loop mode (`load.mode: open`) a cell is one request rate: the
+same seeded arrival schedule for every setting and repeat, warmup/cooldown requests sent but not
+stored (see `load.open_loop`). A setting whose server fails is recorded as failed with its log tail
 and the sweep goes on. Every finished cell is committed before the next starts, so a crash loses at
 most the cell in flight, and `resume` re-runs only what is missing.
 """
@@ -30,6 +33,7 @@ from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneCo
 from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
+from specfrontier.load.open_loop import measure_open_loop
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
 from specfrontier.server import ServerProcess, free_port, tail_of
@@ -47,6 +51,8 @@ class CellDone:
     repeat: int
     metrics: CellMetrics
     counters: SpecCounters | None
+    request_rate: float | None = None
+    """Open loop: the cell's target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
 
 
 @dataclass(slots=True)
@@ -136,7 +142,16 @@ class Sweep:
             raise
         self.store.set_run_status(run_id, "done")
 
-    def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, int]]:
+    def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, float]]:
+        """(repeat, level) still to measure: level is C (closed loop) or the rate in req/s (open loop)."""
+        if self.config.load.mode == "open":
+            done_open = self.store.done_open_cells(run_id)
+            return [
+                (repeat, rate)
+                for repeat in range(self.config.repeats)
+                for rate in self.config.load.rates
+                if (setting.name, self.workload, rate, repeat) not in done_open
+            ]
         done = self.store.done_cells(run_id)
         return [
             (repeat, c)
@@ -150,7 +165,7 @@ class Sweep:
         if not todo:
             return
         port = free_port()
-        argv = self.adapter.command(setting, port=port, max_concurrency=max(self.config.concurrency))
+        argv = self.adapter.command(setting, port=port, max_concurrency=self._server_slots())
         log_path = self.log_dir / run_id / f"{setting.name}.log"
         self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
         if self.events.on_setting_start:
@@ -180,6 +195,7 @@ class Sweep:
                     spec_stats_extractor=self.adapter.request_spec_stats,
                     extra_body=self.adapter.request_extras(),
                 ) as client:
+                    await self._first_request(run_id, setting, client)
                     top = max(self.config.concurrency)
                     await run_closed_loop(  # unmeasured: first-request costs, allocator and cache warm-up
                         client,
@@ -188,8 +204,8 @@ class Sweep:
                         concurrency=top,
                         num_requests=self.config.warmup_rounds * top,
                     )
-                    for repeat, concurrency in todo:
-                        await self._run_cell(run_id, setting, server, session, client, concurrency, repeat)
+                    for repeat, level in todo:
+                        await self._run_cell(run_id, setting, server, session, client, level, repeat)
             self.store.update_setting(run_id, setting.name, status="done")
         except EngineError as exc:
             tail = exc.log_tail if isinstance(exc, EngineStartError) else tail_of(log_path)
@@ -199,6 +215,24 @@ class Sweep:
         finally:
             server.stop()
 
+    def _server_slots(self) -> int:
+        """Parallel slots to launch the server with: the top C, or the open loop's in-flight cap if set."""
+        load = self.config.load
+        if load.mode == "open" and load.max_in_flight is not None:
+            return load.max_in_flight
+        return max(self.config.concurrency)
+
+    async def _first_request(self, run_id: str, setting: SettingLike, client: StreamingClient) -> None:
+        """Cold start: the very first request on the fresh server (before warmup), stored with the setting."""
+        (first,) = to_server_time([await client.send(self.prompts[0], self.sampling)], self.adapter.time_scale)
+        if first.ok and first.first_token_ns is not None:
+            self.store.update_setting(
+                run_id,
+                setting.name,
+                first_ttft_ms=(first.first_token_ns - first.send_ns) / 1e6,
+                first_e2e_ms=(first.end_ns - first.send_ns) / 1e6,
+            )
+
     async def _run_cell(
         self,
         run_id: str,
@@ -206,22 +240,44 @@ class Sweep:
         server: ServerProcess,
         session: aiohttp.ClientSession,
         client: StreamingClient,
-        concurrency: int,
+        level: float,
         repeat: int,
     ) -> None:
+        """One cell: closed loop with C = `level` users, or open loop at `level` req/s (config.load.mode)."""
+        load = self.config.load
+        rate: float | None = None
+        facts: dict[str, Any] | None = None
         before = await self.adapter.spec_counters(session, base_url=client.base_url)
-        records = await run_closed_loop(
-            client,
-            self.prompts,
-            self.sampling,
-            concurrency=concurrency,
-            num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(self.prompts)),
-        )
+        if load.mode == "open":
+            rate, concurrency = float(level), load.max_in_flight or 0
+            records, facts = await measure_open_loop(
+                client,
+                self.prompts,
+                self.sampling,
+                rate=rate,
+                burstiness=load.burstiness,
+                seed=load.seed,
+                requests=load.requests,
+                duration_s=load.duration_s,
+                warmup_s=load.warmup_s,
+                cooldown_s=load.cooldown_s,
+                max_in_flight=load.max_in_flight,
+            )
+        else:
+            concurrency = int(level)
+            records = await run_closed_loop(
+                client,
+                self.prompts,
+                self.sampling,
+                concurrency=concurrency,
+                num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(self.prompts)),
+            )
         records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()
         if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
+            where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
             raise EngineStartError(
-                f"server exited with status {code} during the cell C={concurrency}",
+                f"server exited with status {code} during the cell {where}",
                 log_path=server.log_path,
                 log_tail=tail_of(server.log_path),
             )
@@ -236,9 +292,13 @@ class Sweep:
             requests=records,
             counters=counters,
             acceptance_source=source,
+            request_rate=rate,
+            load=facts,
         )
         if self.events.on_cell_done:
-            self.events.on_cell_done(CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters))
+            self.events.on_cell_done(
+                CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters, request_rate=rate)
+            )
 
 
 def to_server_time(records: list[RequestRecord], time_scale: float) -> list[RequestRecord]:

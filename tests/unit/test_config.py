@@ -110,3 +110,30 @@ def test_load_config_errors_name_the_file(tmp_path: Path) -> None:
     wrong.write_text("concurrency: [0]\n")
     with pytest.raises(ConfigError, match=str(wrong)):
         load_config(wrong)
+
+
+def test_load_defaults_to_closed_loop_and_existing_configs_are_unchanged() -> None:
+    cfg = parse_config(_config())
+    assert cfg.load.mode == "closed" and cfg.load.rates == ()
+
+
+def test_open_loop_load_parses_and_sorts_rates() -> None:
+    cfg = parse_config(_config(load={"mode": "open", "rates": [4, 1.5, 4], "duration_s": 20, "burstiness": 0.5}))
+    assert cfg.load.rates == (1.5, 4.0) and cfg.load.burstiness == 0.5
+
+
+@pytest.mark.parametrize(
+    ("load", "match"),
+    [
+        ({"mode": "open", "duration_s": 10}, r"load\.rates: missing.*fix: add"),
+        ({"mode": "open", "rates": [1]}, "exactly one of duration_s or requests"),
+        ({"mode": "open", "rates": [1], "duration_s": 10, "requests": 5}, "exactly one of duration_s or requests"),
+        ({"rates": [1]}, "fix: set load.mode: open"),
+        ({"mode": "open", "rates": [1], "duration_s": 10, "warmup_s": 6, "cooldown_s": 4}, "leaves nothing"),
+        ({"mode": "open", "rates": [0], "duration_s": 10}, r"load\.rates\[0\] = 0"),
+        ({"mode": "poisson"}, r"load\.mode = 'poisson'.*fix: use one of the allowed values"),
+    ],
+)
+def test_bad_load_names_the_field_and_the_fix(load: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_config(_config(load=load))

@@ -152,3 +152,26 @@ def test_to_server_time_stretches_every_timestamp_from_the_window_start() -> Non
     assert scaled[0].chunk_ns == (2000, 4000)
     assert (scaled[1].send_ns, scaled[1].end_ns, scaled[1].first_token_ns) == (3000, 5000, None)
     assert to_server_time([record], 1.0) == [record]
+
+
+async def test_open_loop_cells_are_keyed_by_rate_and_the_first_request_is_stored(tmp_path: Path) -> None:
+    load = {"mode": "open", "rates": [4.0, 8.0], "requests": 16, "warmup_s": 0.3, "seed": 5}
+    data = _config(tmp_path / "s.db", [{"name": "no-spec"}], load=load, repeats=2)
+    store, run_id = await _run(data)
+    cells = store.cells(run_id)
+    assert sorted((c.request_rate, c.repeat) for c in cells) == [(4.0, 0), (4.0, 1), (8.0, 0), (8.0, 1)]
+    assert {c.load_mode for c in cells} == {"open"} and {c.concurrency for c in cells} == {0}
+    for c in cells:
+        assert c.load is not None and c.load["sent"] == 16
+        assert 0 < c.load["measured"] == len(c.requests) < 16  # warmup requests were sent, not stored
+        assert c.load["achieved_rate"] == pytest.approx(c.request_rate, rel=0.5)
+    setting = store.settings(run_id)[0]
+    assert setting.first_ttft_ms is not None and setting.first_e2e_ms is not None
+    assert setting.first_e2e_ms >= setting.first_ttft_ms > 0
+    report = load_run(store, run_id)
+    assert report.open_loop and report.concurrency_levels == (4.0, 8.0)
+    assert report.cell("no-spec", 8.0) is not None
+    assert all(len(c.slices) == 2 for c in report.cells)
+    # Resume finds nothing missing: open cells are recognised as done by their rate.
+    sweep, _ = open_sweep(parse_config(data), None, resume=None)
+    assert sweep._missing(run_id, sweep.config.settings[0]) == []

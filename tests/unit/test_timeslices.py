@@ -11,7 +11,9 @@ S = 1_000_000_000
 MS = 1_000_000
 
 
-def _req(send_ms: int, ttft_ms: int, e2e_ms: int, tokens: int, chunks: int, *, error: str | None = None) -> RequestRecord:
+def _req(
+    send_ms: int, ttft_ms: int, e2e_ms: int, tokens: int, chunks: int, *, error: str | None = None
+) -> RequestRecord:
     send = send_ms * MS
     first = send + ttft_ms * MS
     end = send + e2e_ms * MS

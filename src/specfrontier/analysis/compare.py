@@ -17,7 +17,7 @@ from specfrontier.analysis.summary import RunData
 @dataclass(frozen=True, slots=True)
 class CellDelta:
     setting: str
-    concurrency: int
+    concurrency: float
     aggregate_a: float
     aggregate_b: float
     ratio: float
@@ -36,7 +36,7 @@ class AcceptanceDelta:
 
 @dataclass(frozen=True, slots=True)
 class RecommendationDelta:
-    concurrency: int
+    concurrency: float
     best_a: str
     best_b: str
 

@@ -16,7 +16,8 @@ from specfrontier.analysis.summary import RunData
 
 @dataclass(frozen=True, slots=True)
 class Best:
-    concurrency: int
+    concurrency: float
+    """The level: C, or the request rate of an open-loop run."""
     setting: str
     aggregate_tok_s: float
     runner_up: str | None
@@ -33,8 +34,8 @@ class Crossover:
 
     winner_low: str
     winner_high: str
-    up_to: int
-    from_c: int
+    up_to: float
+    from_c: float
     beyond_spread: bool
 
 
@@ -42,7 +43,7 @@ def best_per_concurrency(data: RunData) -> list[Best]:
     out: list[Best] = []
     for c in data.concurrency_levels:
         ranked = sorted(
-            (cell for cell in data.cells if cell.concurrency == c and cell.aggregate_tok_s.median is not None),
+            (cell for cell in data.cells if cell.level == c and cell.aggregate_tok_s.median is not None),
             key=lambda cell: -(cell.aggregate_tok_s.median or 0.0),
         )
         if not ranked:
@@ -60,7 +61,7 @@ def best_per_concurrency(data: RunData) -> list[Best]:
     return out
 
 
-def speedup(data: RunData, setting: str, concurrency: int) -> float | None:
+def speedup(data: RunData, setting: str, concurrency: float) -> float | None:
     """Aggregate tok/s of `setting` over the baseline's at the same concurrency (medians)."""
     cell = data.cell(setting, concurrency)
     base = data.cell(data.baseline, concurrency) if data.baseline else None
@@ -76,7 +77,7 @@ def crossovers(data: RunData) -> list[Crossover]:
     found: list[Crossover] = []
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
-            prev: tuple[int, bool] | None = None
+            prev: tuple[float, bool] | None = None
             for c in levels:
                 ca, cb = data.cell(a, c), data.cell(b, c)
                 if ca is None or cb is None or ca.aggregate_tok_s.median is None or cb.aggregate_tok_s.median is None:
@@ -91,7 +92,7 @@ def crossovers(data: RunData) -> list[Crossover]:
     return found
 
 
-def _separated(data: RunData, winner: str, loser: str, concurrency: int) -> bool:
+def _separated(data: RunData, winner: str, loser: str, concurrency: float) -> bool:
     w, lo = data.cell(winner, concurrency), data.cell(loser, concurrency)
     if w is None or lo is None or w.aggregate_tok_s.low is None or lo.aggregate_tok_s.high is None:
         return False
@@ -124,7 +125,7 @@ class Recommendation:
     """One recommended setting for a range of concurrency, with its exact launch command."""
 
     setting: str
-    concurrency: tuple[int, ...]
+    concurrency: tuple[float, ...]
     command: tuple[str, ...] | None
     beyond_spread: bool
     note: str
@@ -153,7 +154,13 @@ def recommend(data: RunData) -> list[Recommendation]:
         else:
             note = "no baseline measured at these levels"
         if not solid:
-            tied = sorted({f"{b.runner_up} at C={b.concurrency}" for b in group if not b.beyond_spread and b.runner_up})
+            tied = sorted(
+                {
+                    f"{b.runner_up} at {data.level_text(b.concurrency)}"
+                    for b in group
+                    if not b.beyond_spread and b.runner_up
+                }
+            )
             note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie)"
         out.append(Recommendation(name, levels, data.setting(name).command, solid, note))
     return out

@@ -3,7 +3,7 @@
 Each figure of a cell is the median over its repeats, with the lowest and highest repeat kept as the
 spread (with 3 repeats this is the full range: a conservative, assumption-free spread). Acceptance is
 pooled over repeats: counts are summed first, then divided, so a short repeat does not weigh as much
-as a long one.
+as a long one. Time slices and latency spikes are computed per repeat from the stored requests.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
+from specfrontier.timeslices import Spike, TimeSlice, spikes, time_slices
 
 NOISY_SPREAD = 0.10
 """A cell whose (max - min) / median over repeats exceeds this is flagged noisy."""
@@ -65,6 +66,19 @@ class CellSummary:
     errors: int
     counters: SpecCounters | None
     acceptance_source: str | None
+    request_rate: float | None = None
+    """Open loop: the target rate (req/s), the cell's level; None for a closed-loop cell (level = C)."""
+    load: tuple[dict[str, Any], ...] = ()
+    """Open loop: per repeat, how the arrival schedule was kept (stored facts)."""
+    slices: tuple[tuple[TimeSlice, ...], ...] = ()
+    """Per repeat, per-second figures of the window (see `specfrontier.timeslices`)."""
+    spikes: tuple[tuple[int, Spike], ...] = ()
+    """(repeat, spike) for every slice whose p99 exceeds SPIKE_FACTOR x that repeat's median."""
+
+    @property
+    def level(self) -> float:
+        """What the cell is keyed by: C (closed loop) or the target rate in req/s (open loop)."""
+        return self.concurrency if self.request_rate is None else self.request_rate
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -85,7 +99,7 @@ class CellSummary:
     def client_limited(self) -> bool:
         """Achieved concurrency well below the requested one: queueing, capacity or a slow client."""
         got = self.achieved_concurrency.median
-        return got is not None and got < 0.8 * self.concurrency
+        return self.request_rate is None and got is not None and got < 0.8 * self.concurrency
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,15 +111,29 @@ class RunData:
     cells: tuple[CellSummary, ...]
 
     @property
-    def concurrency_levels(self) -> tuple[int, ...]:
-        return tuple(sorted({c.concurrency for c in self.cells}))
+    def concurrency_levels(self) -> tuple[float, ...]:
+        """The levels cells are keyed by: C values, or request rates for an open-loop run."""
+        return tuple(sorted({c.level for c in self.cells}))
+
+    @property
+    def open_loop(self) -> bool:
+        return any(c.request_rate is not None for c in self.cells)
+
+    @property
+    def level_header(self) -> str:
+        return "rate req/s" if self.open_loop else "C"
+
+    def level_text(self, level: float) -> str:
+        """'C=16' for a closed-loop level, '2.5 req/s' for an open-loop one."""
+        return f"{level:g} req/s" if self.open_loop else f"C={level}"
 
     @property
     def baseline(self) -> str | None:
         return next((s.name for s in self.settings if not s.speculative), None)
 
-    def cell(self, setting: str, concurrency: int) -> CellSummary | None:
-        return next((c for c in self.cells if c.setting == setting and c.concurrency == concurrency), None)
+    def cell(self, setting: str, concurrency: float) -> CellSummary | None:
+        """The cell of `setting` at a level (C, or the rate of an open-loop run)."""
+        return next((c for c in self.cells if c.setting == setting and c.level == concurrency), None)
 
     def setting(self, name: str) -> SettingRow:
         return next(s for s in self.settings if s.name == name)
@@ -145,6 +173,10 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
 
     counters = [row.counters for row, _ in group if row.counters is not None]
     sources = {row.acceptance_source for row, _ in group if row.acceptance_source}
+    slices = tuple(tuple(time_slices(row.requests)) for row, _ in group)
+    found = tuple(
+        (row.repeat, spike) for (row, _), sl in zip(group, slices, strict=True) for spike in spikes(row.requests, sl)
+    )
     return CellSummary(
         setting=first.setting_id,
         concurrency=first.concurrency,
@@ -163,15 +195,20 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
         errors=sum(m.errors for m in metrics),
         counters=_sum_counters(counters) if counters else None,
         acceptance_source=" + ".join(sorted(sources)) or None,
+        request_rate=first.request_rate,
+        load=tuple(row.load for row, _ in group if row.load is not None),
+        slices=slices,
+        spikes=found,
     )
 
 
 def summarise_cells(rows: Sequence[CellRow]) -> list[CellSummary]:
-    """Group stored repeats by (setting, workload, concurrency) and summarise each group."""
-    groups: dict[tuple[str, str, int], list[tuple[CellRow, CellMetrics]]] = defaultdict(list)
+    """Group stored repeats by (setting, workload, concurrency, rate) and summarise each group."""
+    groups: dict[tuple[str, str, int, float], list[tuple[CellRow, CellMetrics]]] = defaultdict(list)
     for row in rows:
         if row.requests:
-            groups[(row.setting_id, row.workload, row.concurrency)].append((row, cell_metrics(row.requests)))
+            key = (row.setting_id, row.workload, row.concurrency, row.request_rate or 0.0)
+            groups[key].append((row, cell_metrics(row.requests)))
     return [_summarise(sorted(g, key=lambda x: x[0].repeat)) for _, g in sorted(groups.items())]
 
 

@@ -44,6 +44,49 @@ class WorkloadConfig(_Strict):
     seed: int | None = Field(None, description="Per-request sampling seed where the engine honours it.")
 
 
+class LoadConfig(_Strict):
+    """How load is applied in every cell: closed loop over `concurrency` (the default) or open loop at `rates`.
+
+    Open loop sends requests at gamma-distributed intervals (mean 1/rate; shape = burstiness, 1.0 =
+    Poisson), whatever the server's progress; requests scheduled in the first `warmup_s` or the last
+    `cooldown_s` are sent but not measured (see `specfrontier.load.open_loop`).
+    """
+
+    mode: Literal["closed", "open"] = Field("closed", description="closed: `concurrency` users; open: `rates`.")
+    rates: tuple[Annotated[float, Field(gt=0, le=100000)], ...] = Field(
+        (), description="Open loop: request rates in req/s, one cell each."
+    )
+    burstiness: float = Field(1.0, gt=0, le=100, description="Gamma shape of the gaps: 1 = Poisson, < 1 burstier.")
+    duration_s: float | None = Field(None, gt=0, description="Open loop: schedule length per cell (seconds).")
+    requests: int | None = Field(None, ge=2, description="Open loop: requests per cell (instead of duration_s).")
+    warmup_s: float = Field(0.0, ge=0, description="Open loop: leading seconds of the schedule not measured.")
+    cooldown_s: float = Field(0.0, ge=0, description="Open loop: trailing seconds of the schedule not measured.")
+    max_in_flight: int | None = Field(None, ge=1, description="Open loop: cap on requests in flight (unset: none).")
+    seed: int = Field(0, description="Seed of the arrival schedule (same seed, same send offsets).")
+
+    @field_validator("rates")
+    @classmethod
+    def _rates_sorted(cls, rates: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple(sorted(set(rates)))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LoadConfig:
+        if self.mode == "closed":
+            if self.rates:
+                raise ValueError("load.rates = ...: set with load.mode = 'closed'; fix: set load.mode: open")
+            return self
+        if not self.rates:
+            raise ValueError("load.rates: missing for load.mode = 'open'; fix: add e.g. rates: [1.0, 4.0]")
+        if (self.duration_s is None) == (self.requests is None):
+            raise ValueError("load: open loop needs exactly one of duration_s or requests; fix: set one of them")
+        if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
+            raise ValueError(
+                f"load.warmup_s + load.cooldown_s = {self.warmup_s + self.cooldown_s}: leaves nothing of "
+                f"duration_s = {self.duration_s} to measure; fix: lower them or raise duration_s"
+            )
+        return self
+
+
 class TuneBase(_Strict):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
@@ -67,6 +110,7 @@ class TuneBase(_Strict):
     )
     request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
 
     @field_validator("concurrency")
@@ -122,4 +166,4 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
 
 
-__all__ = ["SettingLike", "TuneBase", "WorkloadConfig", "describe_validation_error"]
+__all__ = ["LoadConfig", "SettingLike", "TuneBase", "WorkloadConfig", "describe_validation_error"]

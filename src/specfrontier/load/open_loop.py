@@ -21,6 +21,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -149,4 +150,53 @@ async def run_open_loop(
     return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
 
 
-__all__ = ["OpenLoopResult", "arrival_offsets", "measured_indices", "run_open_loop"]
+async def measure_open_loop(
+    client: StreamingClient,
+    prompts: Sequence[Prompt],
+    sampling: Sampling,
+    *,
+    rate: float,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    warmup_s: float = 0.0,
+    cooldown_s: float = 0.0,
+    max_in_flight: int | None = None,
+) -> tuple[list[RequestRecord], dict[str, Any]]:
+    """One open-loop cell: send the whole schedule; return the measured records and how it went.
+
+    The facts (stored with the cell) say what was asked (target rate, burstiness, seed, span) and what
+    happened: requests sent and measured, the achieved send rate over the measured requests, cap waits
+    and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
+    schedule is visible rather than silently turning the load into something else.
+    """
+    offsets = arrival_offsets(rate, burstiness=burstiness, seed=seed, requests=requests, duration_s=duration_s)
+    span = duration_s if duration_s is not None else (offsets[-1] if offsets else 0.0)
+    chosen = measured_indices(offsets, span_s=span, warmup_s=warmup_s, cooldown_s=cooldown_s)
+    if not chosen:
+        raise ValueError(
+            f"rate {rate} req/s: no request is scheduled between warmup ({warmup_s} s) and cooldown "
+            f"({cooldown_s} s) of a {span:.1f} s schedule; raise the duration or the request count"
+        )
+    result = await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
+    lags = np.asarray(result.send_lag_ms())
+    facts: dict[str, Any] = {
+        "target_rate": rate,
+        "burstiness": burstiness,
+        "seed": seed,
+        "span_s": span,
+        "warmup_s": warmup_s,
+        "cooldown_s": cooldown_s,
+        "sent": len(result.records),
+        "measured": len(chosen),
+        "achieved_rate": result.achieved_rate(chosen),
+        "max_in_flight": max_in_flight,
+        "cap_waits": result.cap_waits,
+        "send_lag_p50_ms": float(np.percentile(lags, 50)),
+        "send_lag_p99_ms": float(np.percentile(lags, 99)),
+    }
+    return [result.records[i] for i in chosen], facts
+
+
+__all__ = ["OpenLoopResult", "arrival_offsets", "measure_open_loop", "measured_indices", "run_open_loop"]

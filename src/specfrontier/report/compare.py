@@ -67,7 +67,7 @@ def comparison_summary(cmp: Comparison) -> list[str]:
     return lines
 
 
-def _gain(cmp: Comparison, setting: str, baseline: str, c: int, which: str) -> float | None:
+def _gain(cmp: Comparison, setting: str, baseline: str, c: float, which: str) -> float | None:
     data = cmp.a if which == "a" else cmp.b
     cell, base = data.cell(setting, c), data.cell(baseline, c)
     if cell is None or base is None or not base.aggregate_tok_s.median or cell.aggregate_tok_s.median is None:

@@ -6,6 +6,7 @@ Validated by pydantic models so the shape scripts rely on is explicit and docume
 from __future__ import annotations
 
 import shlex
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,7 +27,18 @@ class SettingExport(_Export):
 class CellExport(_Export):
     setting: SettingExport
     workload: str = Field(description="Prompt set, temperature, max tokens and EOS handling of the cell.")
-    concurrency: int = Field(description="Requested closed-loop concurrency C.")
+    concurrency: int = Field(
+        description="Closed loop: requested concurrency C. Open loop: the in-flight cap (0: none)."
+    )
+    load_mode: str = Field(description="'closed' (C users) or 'open' (arrivals at request_rate).")
+    request_rate: float | None = Field(description="Open loop: target request rate (req/s); None for closed loop.")
+    load: list[dict[str, Any]] = Field(
+        description="Open loop, per repeat: target/achieved rate, burstiness, seed, sent/measured, cap waits, send lag."
+    )
+    time_slices: list[list[dict[str, Any]]] = Field(
+        description="Per repeat, per second of the window: finished, errors, output tokens, TTFT/TPOT p50/p99."
+    )
+    spikes: list[dict[str, Any]] = Field(description="Slices whose TTFT or TPOT p99 > 3x that repeat's median.")
     repeats: int = Field(description="Measured repeats of the cell.")
     per_request_tok_s_p50: float | None = Field(description="Median over repeats of the p50 per-request tok/s.")
     per_request_tok_s_p10: float | None = Field(description="Median over repeats of the p10 per-request tok/s.")
@@ -51,6 +63,11 @@ def _cell(data: RunData, c: CellSummary) -> CellExport:
         setting=SettingExport(name=s.name, parameters=s.params),
         workload=c.workload,
         concurrency=c.concurrency,
+        load_mode="closed" if c.request_rate is None else "open",
+        request_rate=c.request_rate,
+        load=list(c.load),
+        time_slices=[[asdict(x) for x in repeat] for repeat in c.slices],
+        spikes=[{"repeat": r, **asdict(x), "factor": x.factor} for r, x in c.spikes],
         repeats=c.repeats,
         per_request_tok_s_p50=c.per_request_tok_s_p50.median,
         per_request_tok_s_p10=c.per_request_tok_s_p10.median,
@@ -84,6 +101,12 @@ DEFINITIONS = {
     "acceptance_rate": "accepted draft tokens / drafted tokens, measured windows only",
     "acceptance_length": "1 + accepted draft tokens / verification steps",
     "repeats": "every figure is the median over repeats; spread gives min and max",
+    "time_slices": "one-second slices from the window's first send: requests finished (by end time), output "
+    "tokens delivered (by chunk arrival), TTFT p50/p99 by first-token time, TPOT p50/p99 by end time",
+    "spike": "a slice whose TTFT or TPOT p99 exceeds 3x the median of that metric over the repeat's requests",
+    "open_loop": "arrivals on a seeded gamma schedule (shape = burstiness, mean gap 1/rate); requests scheduled "
+    "in warmup_s / the last cooldown_s are sent but not measured",
+    "first_request": "TTFT and e2e of the very first request on a freshly launched server, before warmup",
 }
 
 
@@ -114,6 +137,8 @@ def report_json(data: RunData) -> dict[str, Any]:
                 "capacity": s.capacity,
                 "capacity_source": s.capacity_source,
                 "startup_s": s.startup_s,
+                "first_ttft_ms": s.first_ttft_ms,
+                "first_e2e_ms": s.first_e2e_ms,
                 "acceptance_per_position": _per_position(data, s.name),
                 "command": shlex.join(s.command) if s.command else None,
                 "error": s.error,

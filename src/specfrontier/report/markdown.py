@@ -10,6 +10,7 @@ from specfrontier.report.tables import (
     crossover_lines,
     flag_lines,
     recommendation_lines,
+    spike_lines,
 )
 
 
@@ -49,6 +50,9 @@ def report_markdown(data: RunData) -> str:
     flags = flag_lines(data)
     if flags:
         body.append("### Flags\n\n" + "\n".join(f"- {_escape(f)}" for f in flags) + "\n")
+    spikes = spike_lines(data)
+    if spikes:
+        body.append("### Spikes\n\n" + "\n".join(f"- {_escape(f)}" for f in spikes) + "\n")
     return "\n".join(head) + "\n".join(body)
 
 

@@ -26,6 +26,11 @@ SPREAD_NOTE = (
 )
 
 
+OPEN_LOOP_NOTE = (
+    "Open loop: rows are target request rates (req/s); requests arrive on a seeded gamma schedule whatever "
+    "the server does; requests scheduled in the warmup and cooldown seconds are sent but not measured."
+)
+
 SIMULATED_NOTE = (
     "SIMULATED: every figure below is a model prediction of the simulator (virtual time), not a measurement."
 )
@@ -66,7 +71,8 @@ def grid_table(data: RunData, title: str, get: Callable[[CellSummary], Figure], 
     """Seed-style table: rows = concurrency, columns = settings."""
     names = data.measured_settings()
     rows = [[str(c)] + [_flagged(data.cell(n, c), get) for n in names] for c in data.concurrency_levels]
-    return Table(title, ["C", *names], rows, [definition, SPREAD_NOTE])
+    notes = [definition, SPREAD_NOTE] + ([OPEN_LOOP_NOTE] if data.open_loop else [])
+    return Table(title, [data.level_header, *names], rows, notes)
 
 
 def speedup_table(data: RunData) -> Table | None:
@@ -82,7 +88,7 @@ def speedup_table(data: RunData) -> Table | None:
         rows.append(row)
     return Table(
         f"Speedup vs baseline ({data.baseline})",
-        ["C", *names],
+        [data.level_header, *names],
         rows,
         ["aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians)."],
     )
@@ -105,6 +111,8 @@ def settings_table(data: RunData) -> Table:
                 s.status,
                 "-" if s.capacity is None else str(s.capacity),
                 "-" if s.startup_s is None else f"{s.startup_s:.2f}",
+                "-" if s.first_ttft_ms is None else f"{s.first_ttft_ms:.0f}",
+                "-" if s.first_e2e_ms is None else f"{s.first_e2e_ms:.0f}",
                 rate,
                 length,
                 drafted,
@@ -120,6 +128,8 @@ def settings_table(data: RunData) -> Table:
             "status",
             "capacity",
             "startup s",
+            "1st TTFT ms",
+            "1st e2e ms",
             "accept rate",
             "accept length",
             "accepted/drafted",
@@ -129,7 +139,8 @@ def settings_table(data: RunData) -> Table:
         [
             "capacity = max concurrent requests the running server reports"
             + (f" ({'; '.join(capacity_sources)})" if capacity_sources else "")
-            + "; startup = seconds from spawn to a 200 from the health endpoint.",
+            + "; startup = seconds from spawn to a 200 from the health endpoint; 1st TTFT / e2e = the very first "
+            "request on the freshly launched server, before warmup (cold start; '-' when not launched by us).",
             "accept rate = accepted draft tokens / drafted tokens; accept length = 1 + accepted / verification "
             "steps (tokens per step incl. the bonus token); pooled over every measured window (warmup excluded)"
             + (f"; source: {'; '.join(sources)}" if sources else "")
@@ -154,7 +165,7 @@ def best_table(data: RunData) -> Table:
         )
     return Table(
         "Best setting per concurrency",
-        ["C", "best", "aggregate tok/s", "runner-up", "margin", "beyond spread", "vs baseline"],
+        [data.level_header, "best", "aggregate tok/s", "runner-up", "margin", "beyond spread", "vs baseline"],
         rows,
         [
             "best = highest median aggregate tok/s at that C; margin = best / runner-up - 1 on medians; "
@@ -167,7 +178,10 @@ def crossover_lines(data: RunData) -> list[str]:
     lines = []
     for x in crossovers(data):
         certainty = "" if x.beyond_spread else " (within the spread of repeats at one end: not certain)"
-        lines.append(f"{x.winner_low} beats {x.winner_high} up to C={x.up_to}, loses from C={x.from_c}{certainty}")
+        lines.append(
+            f"{x.winner_low} beats {x.winner_high} up to {data.level_text(x.up_to)}, "
+            f"loses from {data.level_text(x.from_c)}{certainty}"
+        )
     return lines or ["no crossover: the order of settings is the same at every measured concurrency"]
 
 
@@ -176,7 +190,7 @@ def recommendation_lines(data: RunData) -> list[tuple[str, str]]:
     out = []
     for r in recommend(data):
         levels = ", ".join(str(c) for c in r.concurrency)
-        head = f"C = {levels}: {r.setting} ({r.note})"
+        head = f"{data.level_header} = {levels}: {r.setting} ({r.note})"
         out.append((head, shlex.join(r.command) if r.command else "(no command recorded)"))
     return out
 
@@ -187,16 +201,45 @@ def flag_lines(data: RunData) -> list[str]:
         if s.status == "failed":
             lines.append(f"setting {s.name} failed: {(s.error or '').splitlines()[0] if s.error else '?'}")
     for c in data.cells:
+        at = data.level_text(c.level)
         if c.errors:
-            lines.append(f"{c.setting} C={c.concurrency}: {c.errors} of {c.requests} requests failed")
+            lines.append(f"{c.setting} {at}: {c.errors} of {c.requests} requests failed")
         if c.noisy:
             spread = c.aggregate_tok_s.relative_spread or 0.0
-            lines.append(f"{c.setting} C={c.concurrency}: noisy (aggregate tok/s range {spread:.0%} of median)")
+            lines.append(f"{c.setting} {at}: noisy (aggregate tok/s range {spread:.0%} of median)")
+        lines += _open_loop_flags(c, at)
         if c.client_limited:
             lines.append(
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
                 f"< 80% of {c.concurrency}"
             )
+    return lines
+
+
+def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
+    """An open-loop cell whose schedule was not kept: the in-flight cap was hit, or sends fell behind."""
+    lines = []
+    waits = sum(int(f.get("cap_waits") or 0) for f in c.load)
+    if waits:
+        lines.append(f"{c.setting} {at}: in-flight cap hit {waits} times (the load was not fully open)")
+    rates = [f["achieved_rate"] for f in c.load if f.get("achieved_rate") is not None]
+    if rates and c.request_rate is not None and min(rates) < 0.9 * c.request_rate:
+        lines.append(f"{c.setting} {at}: achieved send rate {min(rates):.2f} req/s < 90% of the target")
+    return lines
+
+
+def spike_lines(data: RunData, limit: int = 8) -> list[str]:
+    """One line per latency spike: a one-second slice whose p99 exceeds SPIKE_FACTOR x the cell's median."""
+    lines = []
+    for c in data.cells:
+        for repeat, s in c.spikes:
+            lines.append(
+                f"{c.setting} {data.level_text(c.level)} repeat {repeat + 1}: {s.metric.upper()} p99 "
+                f"{s.p99_ms:.0f} ms in second {s.start_s:.0f}-{s.start_s + 1:.0f} of the window "
+                f"({s.factor:.1f}x the median {s.cell_median_ms:.0f} ms)"
+            )
+    if len(lines) > limit:
+        lines = [*lines[:limit], f"... and {len(lines) - limit} more (see the JSON report's time slices)"]
     return lines
 
 
@@ -229,4 +272,13 @@ def all_tables(data: RunData) -> list[Table]:
     return tables
 
 
-__all__ = ["SIMULATED_NOTE", "Table", "all_tables", "crossover_lines", "flag_lines", "recommendation_lines"]
+__all__ = [
+    "OPEN_LOOP_NOTE",
+    "SIMULATED_NOTE",
+    "Table",
+    "all_tables",
+    "crossover_lines",
+    "flag_lines",
+    "recommendation_lines",
+    "spike_lines",
+]

@@ -14,7 +14,9 @@ from specfrontier.report.tables import (
     crossover_lines,
     flag_lines,
     recommendation_lines,
+    spike_lines,
 )
+from specfrontier.timeslices import SPIKE_FACTOR
 
 
 def _rich(t: Table) -> RichTable:
@@ -56,6 +58,14 @@ def print_report(data: RunData, console: Console) -> None:
     if flags:
         console.print("[bold yellow]Flags[/bold yellow]")
         for line in flags:
+            console.print(f"  {escape(line)}")
+    spikes = spike_lines(data)
+    if spikes:
+        console.print(
+            f"[bold yellow]Spikes[/bold yellow] (a one-second slice whose TTFT or TPOT p99 > {SPIKE_FACTOR:g}x "
+            "the median of that repeat)"
+        )
+        for line in spikes:
             console.print(f"  {escape(line)}")
     console.print()
     console.print("[bold green]Recommendation[/bold green]")

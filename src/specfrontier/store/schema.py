@@ -3,6 +3,11 @@
 One row per run, per setting (with its launch command, read-back capacity and startup time, or the
 failure and log tail), per measured repeat of a cell (window counters), and per request (raw times
 and counts). Every reported figure can be recomputed from these rows alone.
+
+Cells: `load_mode` 'closed' (the default) has `concurrency` = C users and `request_rate` NULL;
+'open' has `request_rate` = the target req/s and `concurrency` = its in-flight cap (0: none), with
+`load_json` holding how the schedule was kept (sent/measured counts, achieved rate, cap waits, send
+lag). `first_ttft_ms`/`first_e2e_ms` of a setting: its very first request after launch (cold start).
 """
 
 SCHEMA_VERSION = 1
@@ -37,6 +42,8 @@ CREATE TABLE IF NOT EXISTS setting (
     error           TEXT,
     log_path        TEXT,
     log_tail        TEXT,
+    first_ttft_ms   REAL,
+    first_e2e_ms    REAL,
     PRIMARY KEY (run_id, setting_id)
 );
 CREATE TABLE IF NOT EXISTS cell (
@@ -52,9 +59,13 @@ CREATE TABLE IF NOT EXISTS cell (
     verify_steps   INTEGER,
     accepted_per_position_json TEXT,
     acceptance_source TEXT,
-    UNIQUE (run_id, setting_id, workload, concurrency, repeat),
+    load_mode      TEXT NOT NULL DEFAULT 'closed',
+    request_rate   REAL,
+    load_json      TEXT,
     FOREIGN KEY (run_id, setting_id) REFERENCES setting(run_id, setting_id)
 );
+CREATE UNIQUE INDEX IF NOT EXISTS cell_key
+    ON cell(run_id, setting_id, workload, load_mode, concurrency, IFNULL(request_rate, 0), repeat);
 CREATE TABLE IF NOT EXISTS request (
     cell_id          INTEGER NOT NULL REFERENCES cell(cell_id),
     idx              INTEGER NOT NULL,

@@ -53,6 +53,9 @@ class SettingRow:
     error: str | None
     log_path: str | None
     log_tail: str | None
+    first_ttft_ms: float | None = None
+    """Cold start: TTFT of the first request after launch, before warmup (None: not measured)."""
+    first_e2e_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,11 @@ class CellRow:
     counters: SpecCounters | None
     acceptance_source: str | None
     requests: tuple[RequestRecord, ...]
+    load_mode: str = "closed"
+    request_rate: float | None = None
+    """Open loop: the target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
+    load: dict[str, Any] | None = None
+    """Open loop: how the schedule was kept (see `specfrontier.sweep.open_loop_facts`)."""
 
 
 class Store:
@@ -192,6 +200,8 @@ class Store:
             "error",
             "log_path",
             "log_tail",
+            "first_ttft_ms",
+            "first_e2e_ms",
         }
         unknown = set(fields) - allowed
         if unknown:
@@ -223,6 +233,8 @@ class Store:
                 r["error"],
                 r["log_path"],
                 r["log_tail"],
+                r["first_ttft_ms"],
+                r["first_e2e_ms"],
             )
             for r in rows
         ]
@@ -239,13 +251,18 @@ class Store:
         requests: Sequence[RequestRecord],
         counters: SpecCounters | None,
         acceptance_source: str | None,
+        request_rate: float | None = None,
+        load: dict[str, Any] | None = None,
     ) -> int:
-        """Store one finished repeat of a cell and all its requests in a single transaction."""
+        """Store one finished repeat of a cell and all its requests in a single transaction.
+
+        A `request_rate` makes it an open-loop cell (`concurrency` then is the in-flight cap, 0: none)."""
         with self.transaction() as db:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
-                "accepted_tokens, verify_steps, accepted_per_position_json, acceptance_source) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "accepted_tokens, verify_steps, accepted_per_position_json, acceptance_source, load_mode, "
+                "request_rate, load_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     setting_id,
@@ -258,6 +275,9 @@ class Store:
                     counters.verify_steps if counters else None,
                     json.dumps(list(counters.accepted_per_position)) if counters else None,
                     acceptance_source,
+                    "closed" if request_rate is None else "open",
+                    request_rate,
+                    json.dumps(load) if load is not None else None,
                 ),
             )
             cell_id = int(cur.lastrowid or 0)
@@ -270,9 +290,18 @@ class Store:
     def done_cells(self, run_id: str) -> set[tuple[str, str, int, int]]:
         """(setting_id, workload, concurrency, repeat) of every stored cell: what --resume skips."""
         rows = self._db.execute(
-            "SELECT setting_id, workload, concurrency, repeat FROM cell WHERE run_id=?", (run_id,)
+            "SELECT setting_id, workload, concurrency, repeat FROM cell WHERE run_id=? AND load_mode='closed'",
+            (run_id,),
         ).fetchall()
         return {(r[0], r[1], int(r[2]), int(r[3])) for r in rows}
+
+    def done_open_cells(self, run_id: str) -> set[tuple[str, str, float, int]]:
+        """(setting_id, workload, request_rate, repeat) of every stored open-loop cell."""
+        rows = self._db.execute(
+            "SELECT setting_id, workload, request_rate, repeat FROM cell WHERE run_id=? AND load_mode='open'",
+            (run_id,),
+        ).fetchall()
+        return {(r[0], r[1], float(r[2]), int(r[3])) for r in rows}
 
     def cells(self, run_id: str) -> list[CellRow]:
         cell_rows = self._db.execute("SELECT * FROM cell WHERE run_id=? ORDER BY cell_id", (run_id,)).fetchall()
@@ -303,6 +332,9 @@ class Store:
                     counters,
                     r["acceptance_source"],
                     tuple(by_cell[int(r["cell_id"])]),
+                    r["load_mode"],
+                    r["request_rate"],
+                    json.loads(r["load_json"]) if r["load_json"] else None,
                 )
             )
         return out

@@ -292,3 +292,34 @@ def test_wal_journal_mode_is_on(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
+
+
+def test_open_loop_cells_are_keyed_by_rate_and_round_trip(tmp_path: Path) -> None:
+    store, run_id = _store_with_setting(tmp_path / "s.db")
+    facts = {"target_rate": 2.0, "sent": 3, "measured": 1, "cap_waits": 0}
+    for rate in (2.0, 4.0):
+        store.record_cell(
+            run_id,
+            setting_id="baseline",
+            workload="w",
+            concurrency=0,
+            repeat=0,
+            requests=[_record(0, 1, 2, 2)],
+            counters=None,
+            acceptance_source=None,
+            request_rate=rate,
+            load={**facts, "target_rate": rate},
+        )
+    _cell(store, run_id, [_record(0, 1, 2, 2)])  # a closed-loop cell alongside
+    rows = {(c.load_mode, c.request_rate): c for c in store.cells(run_id)}
+    assert set(rows) == {("open", 2.0), ("open", 4.0), ("closed", None)}
+    assert rows[("open", 4.0)].load == {**facts, "target_rate": 4.0}
+    assert rows[("closed", None)].load is None and rows[("closed", None)].concurrency == 2
+    assert store.done_open_cells(run_id) == {("baseline", "w", 2.0, 0), ("baseline", "w", 4.0, 0)}
+    assert store.done_cells(run_id) == {("baseline", "w", 2, 0)}
+    with pytest.raises(sqlite3.IntegrityError):  # the same closed cell twice
+        _cell(store, run_id, [_record(0, 1, 2, 2)])
+    store.update_setting(run_id, "baseline", first_ttft_ms=12.5, first_e2e_ms=80.0)
+    setting = store.settings(run_id)[0]
+    assert (setting.first_ttft_ms, setting.first_e2e_ms) == (12.5, 80.0)
+    store.close()

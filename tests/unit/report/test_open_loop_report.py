@@ -1,0 +1,63 @@
+"""Reports of an open-loop run: levels shown as request rates, time slices in JSON, spikes and cold start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from builders import record_ms as _record
+from specfrontier.analysis import load_run
+from specfrontier.records import RequestRecord
+from specfrontier.report import print_report, report_json, report_markdown
+from specfrontier.store import Store
+
+
+def _steady(stall: bool) -> list[RequestRecord]:
+    """Four seconds of requests with TTFT 50 ms; with `stall`, second 2 has three with TTFT 900 ms."""
+    records = [_record(t, t + 50, t + 400, 8) for t in range(0, 4000, 200)]
+    if stall:
+        records += [_record(2000 + k, 2900 + k, 2950 + k, 8) for k in range(3)]
+    return records
+
+
+def test_open_loop_run_reports_rates_slices_spikes_and_first_request(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
+    for pos, name in enumerate(("baseline", "spec")):
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
+        store.update_setting(run_id, name, status="done", startup_s=2.0, first_ttft_ms=321.0, first_e2e_ms=987.0)
+        for rate in (2.0, 5.0):
+            store.record_cell(
+                run_id,
+                setting_id=name,
+                workload="w",
+                concurrency=0,
+                repeat=0,
+                requests=_steady(stall=(name == "spec" and rate == 5.0)),
+                counters=None,
+                acceptance_source=None,
+                request_rate=rate,
+                load={"target_rate": rate, "achieved_rate": rate * 0.5, "cap_waits": 4},
+            )
+    data = load_run(store, run_id)
+    assert data.open_loop and data.concurrency_levels == (2.0, 5.0)
+
+    console = Console(record=True, width=200)
+    print_report(data, console)
+    text = console.export_text()
+    assert "rate req/s" in text
+    assert "spec 5 req/s repeat 1: TTFT p99 900 ms in second 2-3" in text
+    assert "321" in text and "987" in text  # the first request on the fresh server
+    assert "in-flight cap hit 4 times" in text and "achieved send rate 1.00 req/s < 90%" in text
+    assert "rate req/s = 2.0: baseline" in text and "rate req/s = 5.0: spec" in text
+
+    exported = json.loads(json.dumps(report_json(data)))
+    cell = next(c for c in exported["cells"] if c["setting"]["name"] == "spec" and c["request_rate"] == 5.0)
+    assert cell["load_mode"] == "open"
+    assert [s["finished"] for s in cell["time_slices"][0]] == [3, 5, 8, 5, 2]
+    assert [(s["metric"], s["slice_index"]) for s in cell["spikes"]] == [("ttft", 2)]
+    assert exported["settings"][0]["first_ttft_ms"] == 321.0
+    assert "### Spikes" in report_markdown(data)
+    store.close()
