@@ -242,6 +242,41 @@ def tune(
 
 
 @app.command()
+def bench(
+    url: Annotated[str, typer.Option("--url", help="Base URL of a running OpenAI-compatible server.")],
+    concurrency: Annotated[
+        str | None, typer.Option("--concurrency", help="Closed-loop levels, e.g. 1,16,64 (default 1,4).")
+    ] = None,
+    rate: Annotated[str | None, typer.Option("--rate", help="Open loop instead: rates in req/s, e.g. 1,4.")] = None,
+    burstiness: Annotated[float, typer.Option("--burstiness", help="Open loop: gamma shape, 1 = Poisson.")] = 1.0,
+    duration: Annotated[float | None, typer.Option("--duration", help="Open loop: seconds per cell.")] = None,
+    requests: Annotated[int | None, typer.Option("--requests", help="Open loop: requests per cell.")] = None,
+    warmup_s: Annotated[float, typer.Option("--warmup-s", help="Open loop: leading seconds not measured.")] = 0.0,
+    cooldown_s: Annotated[float, typer.Option("--cooldown-s", help="Open loop: trailing seconds not measured.")] = 0.0,
+    max_in_flight: Annotated[int | None, typer.Option("--max-in-flight", help="Open loop: in-flight cap.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name to send (default: /v1/models).")] = None,
+    api: Annotated[str | None, typer.Option("--api", help="chat or completion (default: each prompt's).")] = None,
+    prompts: Annotated[str, typer.Option("--prompts", help="builtin:<name> or a JSONL file.")] = "builtin:cpu-mix",
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Output cap per request.")] = 48,
+    repeats: Annotated[int, typer.Option("--repeats", help="Measurements of every cell.")] = 3,
+    rounds: Annotated[int, typer.Option("--rounds", help="Closed loop: requests per cell >= rounds x C.")] = 2,
+    store: StoreOption = Path("specfrontier.db"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+) -> None:
+    """Measure an already-running server (no launch, no stop) into the store, and report as `tune` does."""
+    from specfrontier.bench import BenchOptions, parse_levels
+    from specfrontier.cli_bench import run_bench
+
+    levels = parse_levels(concurrency if concurrency or rate else "1,4", "--concurrency", int)
+    options = BenchOptions(
+        url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
+        max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
+        rounds_per_cell=rounds, store=store,
+    )  # fmt: skip
+    run_bench(options, console, err, None if quiet else _events(False).on_cell_done)
+
+
+@app.command()
 def runs(
     store: StoreOption = Path("specfrontier.db"),
     as_json: Annotated[bool, typer.Option("--json", help="One JSON list for scripts.")] = False,

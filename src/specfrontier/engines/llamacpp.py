@@ -243,14 +243,19 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
         return {"cache_prompt": False}
 
     def request_spec_stats(self, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
-        timings = chunk.get("timings")
-        if not isinstance(timings, Mapping):
-            return None
-        drafted = timings.get("draft_n", 0)
-        accepted = timings.get("draft_n_accepted", 0)
-        if not isinstance(drafted, int) or not isinstance(accepted, int):
-            return None
-        return RequestSpecStats(draft_tokens=drafted, accepted_tokens=accepted)
+        return spec_stats_from_timings(chunk)
+
+
+def spec_stats_from_timings(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+    """Per-request draft counts from llama.cpp's `timings` (draft_n, draft_n_accepted), if this chunk has them."""
+    timings = chunk.get("timings")
+    if not isinstance(timings, Mapping):
+        return None
+    drafted = timings.get("draft_n", 0)
+    accepted = timings.get("draft_n_accepted", 0)
+    if not isinstance(drafted, int) or not isinstance(accepted, int):
+        return None
+    return RequestSpecStats(draft_tokens=drafted, accepted_tokens=accepted)
 
 
 def counters_from_metrics(text: str) -> SpecCounters | None:
@@ -271,4 +276,11 @@ def counters_from_metrics(text: str) -> SpecCounters | None:
     return SpecCounters(int(drafted), int(accepted), int(steps), positions)
 
 
-__all__ = ["LlamaCppAdapter", "counters_from_metrics", "default_binary", "flags_in_help", "packaged_smollm2"]
+__all__ = [
+    "LlamaCppAdapter",
+    "counters_from_metrics",
+    "default_binary",
+    "flags_in_help",
+    "packaged_smollm2",
+    "spec_stats_from_timings",
+]

@@ -1,0 +1,409 @@
+"""`specfrontier bench`: measure a server that is already running, with the same cells, metrics and store.
+
+No launch and no stop: the server (llama-server, vLLM, SGLang or any OpenAI-compatible engine) belongs
+to the user. The run holds one setting named after the server (no launch command, no startup time, no
+cold start). What the server tells about itself is used where it answers and recorded with its source:
+capacity from llama.cpp `/props` (total_slots) or SGLang `/server_info` (max_running_requests), else
+"unknown"; acceptance from llama.cpp `/metrics` counter diffs around each window when that endpoint is
+on, else from per-request stats in the stream (llama.cpp `timings`, SGLang `meta_info`), else none.
+
+Order: the URL and every option are checked first (ConfigError naming the option and the fix), then the
+server is probed (EngineError if it does not answer), and only then is the store opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+import specfrontier
+from specfrontier.config.sglang import SGLangSetting
+from specfrontier.engines.base import Capacity
+from specfrontier.engines.llamacpp import counters_from_metrics, spec_stats_from_timings
+from specfrontier.engines.sglang import capacity_from_server_info, spec_stats_from_chunk
+from specfrontier.errors import ConfigError, EngineError, EngineResponseError
+from specfrontier.load import StreamingClient, run_closed_loop
+from specfrontier.load.open_loop import measure_open_loop
+from specfrontier.metrics import cell_metrics
+from specfrontier.records import Prompt, RequestRecord, RequestSpecStats, Sampling, SpecCounters
+from specfrontier.store import Store
+from specfrontier.sweep import CellDone, _window_counters
+from specfrontier.workloads import load_prompts
+
+_PROBE_TIMEOUT = aiohttp.ClientTimeout(total=10)
+METRICS_SOURCE = "llama.cpp /metrics counter diff around the window"
+
+
+def server_root(url: str) -> str:
+    """The server root from --url (a trailing `/v1` or `/` is dropped); ConfigError if it is not one."""
+    parts = urlsplit(url.strip())
+    fix = "fix: pass the server's base URL, e.g. --url http://127.0.0.1:8080"
+    if parts.scheme not in ("http", "https"):
+        raise ConfigError(f"--url = {url!r}: scheme {parts.scheme or '(none)'!r} is not http or https; {fix}")
+    if not parts.hostname:
+        raise ConfigError(f"--url = {url!r}: no host; {fix}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"--url = {url!r}: bad port ({exc}); {fix}") from exc
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigError(f"--url = {url!r}: query, fragment or credentials are not allowed; {fix}")
+    path = parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
+    if path.endswith(("/chat/completions", "/completions")):
+        raise ConfigError(f"--url = {url!r}: an endpoint, not the server root; {fix}")
+    netloc = parts.hostname if port is None else f"{parts.hostname}:{port}"
+    if ":" in parts.hostname:  # IPv6 literal
+        netloc = f"[{parts.hostname}]" + ("" if port is None else f":{port}")
+    return f"{parts.scheme}://{netloc}{path}"
+
+
+def parse_levels(text: str | None, option: str, kind: type[int] | type[float]) -> tuple[Any, ...]:
+    """'1,16,64' -> (1, 16, 64), sorted and unique; ConfigError naming the option otherwise."""
+    if text is None:
+        return ()
+    values = []
+    for item in text.split(","):
+        try:
+            value = kind(item.strip())
+        except ValueError:
+            raise ConfigError(
+                f"{option} = {text!r}: {item.strip()!r} is not a {'whole number' if kind is int else 'number'}; "
+                f"fix: pass a comma-separated list, e.g. {option} {'1,16,64' if kind is int else '1,2.5,4'}"
+            ) from None
+        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+            raise ConfigError(f"{option} = {text!r}: {item.strip()!r} must be > 0; fix: use positive values")
+        values.append(value)
+    return tuple(sorted(set(values)))
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    """Everything `bench` needs, checked by `validate` before any network traffic."""
+
+    url: str
+    concurrency: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
+    burstiness: float = 1.0
+    duration_s: float | None = None
+    requests: int | None = None
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    max_in_flight: int | None = None
+    seed: int = 0
+    model: str | None = None
+    api: str | None = None
+    """chat or completion; None: each prompt's own."""
+    prompts: str = "builtin:cpu-mix"
+    max_tokens: int = 48
+    temperature: float = 0.0
+    ignore_eos: bool = False
+    repeats: int = 3
+    rounds_per_cell: int = 2
+    warmup_rounds: int = 1
+    request_timeout_s: float = 300.0
+    store: Path = Path("specfrontier.db")
+    root: str = field(default="", init=False)
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.rates)
+
+    def validate(self) -> BenchOptions:
+        """Check every option (ConfigError naming it and the fix); returns self with the server root set."""
+        object.__setattr__(self, "root", server_root(self.url))
+        if self.concurrency and self.rates:
+            raise ConfigError("--concurrency and --rate both given; fix: pass one (closed loop or open loop)")
+        if not self.concurrency and not self.rates:
+            raise ConfigError("neither --concurrency nor --rate given; fix: pass e.g. --concurrency 1,16,64")
+        if self.open_loop and (self.duration_s is None) == (self.requests is None):
+            raise ConfigError("--rate needs exactly one of --duration or --requests; fix: pass one of them")
+        if not self.open_loop and (self.duration_s is not None or self.requests is not None):
+            raise ConfigError("--duration/--requests apply to --rate only; fix: drop them or pass --rate")
+        checks: list[tuple[bool, str, str]] = [
+            (self.api in (None, "chat", "completion"), f"--api = {self.api!r}", "use chat or completion"),
+            (self.burstiness > 0, f"--burstiness = {self.burstiness}", "must be > 0 (1 = Poisson)"),
+            (self.duration_s is None or self.duration_s > 0, f"--duration = {self.duration_s}", "must be > 0"),
+            (self.requests is None or self.requests >= 2, f"--requests = {self.requests}", "must be >= 2"),
+            (self.warmup_s >= 0 and self.cooldown_s >= 0, "--warmup-s/--cooldown-s", "must be >= 0"),
+            (self.max_in_flight is None or self.max_in_flight >= 1, "--max-in-flight", "must be >= 1"),
+            (self.max_tokens >= 1, f"--max-tokens = {self.max_tokens}", "must be >= 1"),
+            (1 <= self.repeats <= 50, f"--repeats = {self.repeats}", "must be 1..50"),
+            (self.rounds_per_cell >= 1, f"--rounds = {self.rounds_per_cell}", "must be >= 1"),
+            (self.warmup_rounds >= 0, f"--warmup-rounds = {self.warmup_rounds}", "must be >= 0"),
+            (self.request_timeout_s > 0, f"--timeout = {self.request_timeout_s}", "must be > 0"),
+        ]
+        for ok, what, rule in checks:
+            if not ok:
+                raise ConfigError(f"{what}: {rule}; fix: pass a valid value")
+        if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
+            raise ConfigError(
+                f"--warmup-s + --cooldown-s = {self.warmup_s + self.cooldown_s}: leaves nothing of --duration "
+                f"{self.duration_s} to measure; fix: lower them or raise --duration"
+            )
+        return self
+
+    def workload_label(self) -> str:
+        eos = "ignore" if self.ignore_eos else "natural"
+        return f"{self.prompts}|t={self.temperature}|max={self.max_tokens}|eos={eos}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFacts:
+    """What the running server said about itself (each with where it was read)."""
+
+    engine: str
+    """'llama.cpp', 'sglang' or 'openai-compatible' (neither /props nor /server_info answered)."""
+    model: str | None
+    capacity: Capacity | None
+    capacity_source: str
+    version: str
+
+
+async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
+    """GET a JSON document; None for a 404 or a non-JSON answer (other failures propagate)."""
+    async with session.get(url) as resp:
+        if resp.status != 200:
+            return None
+        try:
+            return await resp.json(content_type=None)
+        except ValueError:
+            return None
+
+
+async def probe_server(session: aiohttp.ClientSession, root: str, model: str | None) -> ServerFacts:
+    """Check the server answers (`/v1/models`), then read its model, engine and capacity where offered."""
+    try:
+        async with session.get(f"{root}/v1/models") as resp:
+            if resp.status >= 400 and resp.status != 404:
+                raise EngineResponseError(
+                    f"--url = {root!r}: GET /v1/models answered {resp.status}; "
+                    "fix: check the URL points at an OpenAI-compatible server that is ready"
+                )
+            models = await resp.json(content_type=None) if resp.status == 200 else None
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise EngineError(
+            f"--url = {root!r}: no answer ({type(exc).__name__}: {exc}); fix: start the server or correct --url"
+        ) from exc
+    if model is None and isinstance(models, Mapping):
+        data = models.get("data")
+        if isinstance(data, list) and data and isinstance(data[0], Mapping) and isinstance(data[0].get("id"), str):
+            model = data[0]["id"]
+    try:
+        props = await _get_json(session, f"{root}/props")
+        if isinstance(props, Mapping) and isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
+            settings = props.get("default_generation_settings")
+            n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
+            source = "llama.cpp /props total_slots"
+            capacity = Capacity(props["total_slots"], source, n_ctx if isinstance(n_ctx, int) else None)
+            version = str(props.get("build_info", "llama.cpp (build unknown)"))
+            return ServerFacts("llama.cpp", model, capacity, source, version)
+        for path in ("/server_info", "/get_server_info"):
+            info = await _get_json(session, root + path)
+            if isinstance(info, Mapping):
+                try:
+                    capacity = capacity_from_server_info(info, SGLangSetting(name="running"))
+                except EngineResponseError:
+                    return ServerFacts("sglang", model, None, f"unknown (sglang {path} without a capacity)", "sglang")
+                version = f"sglang {info.get('version', '(version unknown)')}"
+                return ServerFacts("sglang", model, capacity, capacity.source, version)
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        pass  # an optional endpoint that misbehaves tells us nothing; capacity stays unknown
+    return ServerFacts("openai-compatible", model, None, "unknown (neither /props nor /server_info answered)", "?")
+
+
+def any_spec_stats(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+    """Per-request speculative stats in whichever engine's form the chunk carries them (else None)."""
+    return spec_stats_from_timings(chunk) or spec_stats_from_chunk(chunk)
+
+
+def request_extras(engine: str) -> dict[str, Any]:
+    """Engine-specific body fields, as `tune` sends them (see the adapters' `request_extras`)."""
+    if engine == "llama.cpp":
+        return {"cache_prompt": False}
+    if engine == "sglang":
+        return {"return_meta_info": True, "return_spec_tokens_details": True}
+    return {}
+
+
+async def _metrics_counters(session: aiohttp.ClientSession, root: str, engine: str) -> SpecCounters | None:
+    if engine != "llama.cpp":
+        return None
+    try:
+        async with session.get(f"{root}/metrics") as resp:
+            return counters_from_metrics(await resp.text()) if resp.status == 200 else None
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return None
+
+
+def _environment(facts: ServerFacts) -> dict[str, Any]:
+    return {
+        "specfrontier": specfrontier.__version__,
+        "engine_version": facts.version,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "simulated": False,
+        "time_scale": 1.0,
+        "external_server": True,
+    }
+
+
+class Bench:
+    """One `bench` run: probe, warm up, measure every (repeat, level) cell, store; no launch, no stop."""
+
+    def __init__(self, options: BenchOptions, facts: ServerFacts, prompts: list[Prompt], store: Store) -> None:
+        self.o, self.facts, self.prompts, self.store = options, facts, prompts, store
+        self.sampling = Sampling(temperature=options.temperature, ignore_eos=options.ignore_eos)
+        self.setting = f"{facts.engine}@{urlsplit(options.root).netloc}"
+        self.on_cell_done: Any = None
+
+    def new_run(self) -> str:
+        o = self.o
+        config = {
+            "bench": {
+                "url": o.root,
+                "model": self.facts.model,
+                "concurrency": list(o.concurrency),
+                "rates": list(o.rates),
+                "burstiness": o.burstiness,
+                "duration_s": o.duration_s,
+                "requests": o.requests,
+                "warmup_s": o.warmup_s,
+                "cooldown_s": o.cooldown_s,
+                "max_in_flight": o.max_in_flight,
+                "seed": o.seed,
+                "repeats": o.repeats,
+                "rounds_per_cell": o.rounds_per_cell,
+                "warmup_rounds": o.warmup_rounds,
+                "workload": {"prompts": o.prompts, "api": o.api, "max_tokens": o.max_tokens},
+            }
+        }
+        return self.store.create_run(engine=self.facts.engine, config=config, environment=_environment(self.facts))
+
+    async def run(self, run_id: str) -> None:
+        try:
+            await self._run(run_id)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self.store.set_run_status(run_id, "interrupted")
+            raise
+        except BaseException:
+            self.store.set_run_status(run_id, "failed")
+            raise
+        self.store.set_run_status(run_id, "done")
+
+    async def _run(self, run_id: str) -> None:
+        o = self.o
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+            StreamingClient(
+                o.root,
+                model=self.facts.model,
+                timeout_s=o.request_timeout_s,
+                spec_stats_extractor=any_spec_stats,
+                extra_body=request_extras(self.facts.engine),
+            ) as client,
+        ):
+            top = max(o.concurrency) if o.concurrency else (o.max_in_flight or max(1, math.ceil(max(o.rates))))
+            warm = await run_closed_loop(
+                client, self.prompts, self.sampling, concurrency=top, num_requests=o.warmup_rounds * top
+            )
+            # Whether the server speculates is known only from what it reports: drafted tokens in warmup.
+            speculative = any(r.spec is not None and r.spec.draft_tokens > 0 for r in warm)
+            params = {"url": o.root, "model": self.facts.model, "engine": self.facts.engine}
+            self.store.add_setting(
+                run_id, setting_id=self.setting, position=0, name=self.setting, params=params, speculative=speculative
+            )
+            cap = self.facts.capacity
+            self.store.update_setting(
+                run_id,
+                self.setting,
+                status="running",
+                capacity=cap.max_running_requests if cap else None,
+                capacity_source=self.facts.capacity_source,
+                context_tokens=cap.context_tokens if cap else None,
+            )
+            levels: tuple[float, ...] = o.rates or tuple(o.concurrency)
+            for repeat in range(o.repeats):
+                for level in levels:
+                    await self._cell(run_id, session, client, level, repeat)
+            self.store.update_setting(run_id, self.setting, status="done")
+
+    async def _cell(
+        self, run_id: str, session: aiohttp.ClientSession, client: StreamingClient, level: float, repeat: int
+    ) -> None:
+        o = self.o
+        before = await _metrics_counters(session, o.root, self.facts.engine)
+        facts: dict[str, Any] | None = None
+        rate: float | None = None
+        records: list[RequestRecord]
+        if o.open_loop:
+            rate, concurrency = float(level), o.max_in_flight or 0
+            records, facts = await measure_open_loop(
+                client,
+                self.prompts,
+                self.sampling,
+                rate=rate,
+                burstiness=o.burstiness,
+                seed=o.seed,
+                requests=o.requests,
+                duration_s=o.duration_s,
+                warmup_s=o.warmup_s,
+                cooldown_s=o.cooldown_s,
+                max_in_flight=o.max_in_flight,
+            )
+        else:
+            concurrency = int(level)
+            rounds = -(-o.rounds_per_cell * concurrency // len(self.prompts)) * len(self.prompts)
+            records = await run_closed_loop(
+                client, self.prompts, self.sampling, concurrency=concurrency, num_requests=rounds
+            )
+        after = await _metrics_counters(session, o.root, self.facts.engine)
+        counters, source = _window_counters(before, after, records, METRICS_SOURCE)
+        self.store.record_cell(
+            run_id,
+            setting_id=self.setting,
+            workload=o.workload_label(),
+            concurrency=concurrency,
+            repeat=repeat,
+            requests=records,
+            counters=counters,
+            acceptance_source=source,
+            request_rate=rate,
+            load=facts,
+        )
+        if self.on_cell_done is not None:
+            self.on_cell_done(
+                CellDone(self.setting, concurrency, repeat, cell_metrics(records), counters, request_rate=rate)
+            )
+
+
+async def open_bench(options: BenchOptions) -> tuple[Bench, str]:
+    """Validate the options, probe the server, load prompts, then open the store and create the run."""
+    options.validate()
+    prompts = load_prompts(options.prompts, max_tokens=options.max_tokens, api=options.api)
+    async with aiohttp.ClientSession(timeout=_PROBE_TIMEOUT) as session:
+        facts = await probe_server(session, options.root, options.model)
+    bench = Bench(options, facts, prompts, Store(options.store))
+    return bench, bench.new_run()
+
+
+__all__ = [
+    "METRICS_SOURCE",
+    "Bench",
+    "BenchOptions",
+    "ServerFacts",
+    "any_spec_stats",
+    "open_bench",
+    "parse_levels",
+    "probe_server",
+    "server_root",
+]
