@@ -141,6 +141,8 @@ def _tune_config(
 
 def _stored_virtual(store: Path | None, run_id: str) -> bool:
     row = _open_existing(store or Path("specfrontier.db")).run(run_id)
+    if "bench" in row.config:
+        raise StoreError(f"run = {run_id!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
     return is_virtual(parse_config(row.config, source=f"run {run_id} config"))
 
 

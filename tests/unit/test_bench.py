@@ -214,3 +214,16 @@ def test_cli_bench_bad_url_exits_2_without_a_store(
     assert exit_info.value.code == 2
     assert "--url = 'localhost:8080'" in capsys.readouterr().err
     assert not store.exists()
+
+
+def test_tune_resume_refuses_a_bench_run(
+    server: tuple[str, LlamaLike], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = server
+    store = tmp_path / "b.db"
+    run_id = _bench(BenchOptions(url, concurrency=(1,), repeats=1, max_tokens=8, store=store))
+    monkeypatch.setattr(sys, "argv", ["specfrontier", "tune", "--resume", run_id, "--store", str(store)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 1
+    assert "a `bench` run; fix: run `specfrontier bench` again" in capsys.readouterr().err
