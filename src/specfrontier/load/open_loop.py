@@ -150,6 +150,12 @@ async def run_open_loop(
     return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
 
 
+def _scheduled_rate(offsets: Sequence[float]) -> float | None:
+    """(n - 1) / scheduled span: the rate this (random) schedule asked for, which the achieved one is held to."""
+    span = max(offsets) - min(offsets) if offsets else 0.0
+    return (len(offsets) - 1) / span if len(offsets) >= 2 and span > 0 else None
+
+
 async def measure_open_loop(
     client: StreamingClient,
     prompts: Sequence[Prompt],
@@ -167,8 +173,9 @@ async def measure_open_loop(
     """One open-loop cell: send the whole schedule; return the measured records and how it went.
 
     The facts (stored with the cell) say what was asked (target rate, burstiness, seed, span) and what
-    happened: requests sent and measured, the achieved send rate over the measured requests, cap waits
-    and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
+    happened: requests sent and measured, the send rate the measured requests were scheduled at (a random
+    schedule's own rate differs from the target, more so for few requests) and the rate achieved, cap
+    waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
     schedule is visible rather than silently turning the load into something else.
     """
     offsets = arrival_offsets(rate, burstiness=burstiness, seed=seed, requests=requests, duration_s=duration_s)
@@ -190,6 +197,7 @@ async def measure_open_loop(
         "cooldown_s": cooldown_s,
         "sent": len(result.records),
         "measured": len(chosen),
+        "scheduled_rate": _scheduled_rate([offsets[i] for i in chosen]),
         "achieved_rate": result.achieved_rate(chosen),
         "max_in_flight": max_in_flight,
         "cap_waits": result.cap_waits,

@@ -222,9 +222,14 @@ def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
     waits = sum(int(f.get("cap_waits") or 0) for f in c.load)
     if waits:
         lines.append(f"{c.setting} {at}: in-flight cap hit {waits} times (the load was not fully open)")
-    rates = [f["achieved_rate"] for f in c.load if f.get("achieved_rate") is not None]
-    if rates and c.request_rate is not None and min(rates) < 0.9 * c.request_rate:
-        lines.append(f"{c.setting} {at}: achieved send rate {min(rates):.2f} req/s < 90% of the target")
+    for f in c.load:
+        achieved, scheduled = f.get("achieved_rate"), f.get("scheduled_rate")
+        if achieved is not None and scheduled is not None and achieved < 0.9 * scheduled:
+            lines.append(
+                f"{c.setting} {at}: sends fell behind the schedule ({achieved:.2f} req/s sent, "
+                f"{scheduled:.2f} scheduled; send lag p99 {f.get('send_lag_p99_ms', 0.0):.0f} ms)"
+            )
+            break
     return lines
 
 

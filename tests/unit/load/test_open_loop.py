@@ -127,3 +127,19 @@ async def test_in_flight_cap_is_kept_and_reported() -> None:
     assert handler.max_in_flight <= 3
     assert result.cap_waits > 0
     assert max(result.send_lag_ms()) > 100.0  # the cap delayed sends well past their schedule
+
+
+async def test_measured_cell_keeps_the_window_and_reports_the_schedule() -> None:
+    from specfrontier.load.open_loop import measure_open_loop
+
+    handler = Delayed(hold_s=0.05)
+    async for url in _serve(handler):
+        async with StreamingClient(url) as client:
+            records, facts = await measure_open_loop(
+                client, PROMPTS, Sampling(), rate=20.0, duration_s=2.0, warmup_s=0.5, cooldown_s=0.5, seed=9
+            )
+    offsets = arrival_offsets(20.0, duration_s=2.0, seed=9)
+    expected = measured_indices(offsets, span_s=2.0, warmup_s=0.5, cooldown_s=0.5)
+    assert facts["sent"] == len(offsets) and facts["measured"] == len(expected) == len(records)
+    assert facts["achieved_rate"] == pytest.approx(facts["scheduled_rate"], rel=0.1)
+    assert facts["cap_waits"] == 0 and facts["send_lag_p99_ms"] >= 0.0
