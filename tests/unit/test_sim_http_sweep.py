@@ -112,7 +112,7 @@ async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues
         {"name": "hangs", "extra_args": ["--hang"]},
     ]  # fmt: skip
     data = _config(tmp_path / "s.db", settings, concurrency=[1])
-    data["engine"]["startup_timeout_s"] = 2
+    data["engine"]["startup_timeout_s"] = 10  # the hang costs this much; a loaded CPU needs ~5 s to start a face
     store, run_id = await _run(data)
     rows = {s.name: s for s in store.settings(run_id)}
     assert rows["no-spec"].status == "done"
