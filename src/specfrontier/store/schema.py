@@ -10,7 +10,7 @@ Cells: `load_mode` 'closed' (the default) has `concurrency` = C users and `reque
 lag). `first_ttft_ms`/`first_e2e_ms` of a setting: its very first request after launch (cold start).
 """
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
