@@ -24,7 +24,6 @@ from specfrontier.analysis.compare import Comparison, compare_runs
 from specfrontier.cli_report import run_report, write_tune_html
 from specfrontier.config import (
     ENGINE_NAMES,
-    SettingLike,
     SGLangTuneConfig,
     SimEngine,
     TuneConfig,
@@ -34,14 +33,14 @@ from specfrontier.config import (
     seed_sim_config,
 )
 from specfrontier.config.common import describe_validation_error
-from specfrontier.engines import Capacity
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report
 from specfrontier.report.compare import comparison_summary, comparison_tables
+from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
 from specfrontier.report.terminal import print_table
 from specfrontier.sim_sweep import VirtualSweep
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone, Sweep, SweepEvents, is_virtual, open_sweep
+from specfrontier.sweep import Sweep, SweepEvents, is_virtual, open_sweep
 
 app = typer.Typer(
     add_completion=False,
@@ -72,34 +71,20 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks o
 
 
 def _events(quiet: bool) -> SweepEvents:
-    if quiet:
-        return SweepEvents()
+    """Plain progress lines (bench, and anything without a cell plan); nothing when quiet."""
+    return SweepProgress(console, "quiet" if quiet else "lines", 0).events()
 
-    def start(setting: SettingLike, argv: list[str]) -> None:
-        program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name
-        console.print(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
 
-    def ready(setting: SettingLike, startup_s: float, capacity: Capacity) -> None:
-        console.print(f"  ready in {startup_s:.2f} s, capacity {capacity.max_running_requests} requests")
-        if "WARNING" in capacity.source:  # e.g. SGLang's silent reset of max_running_requests to 48
-            console.print(f"  [yellow]{escape(capacity.source.split('WARNING: ', 1)[1])}[/yellow]")
-
-    def failed(setting: SettingLike, message: str) -> None:
-        console.print(f"  [red]failed[/red]: {escape(message.splitlines()[0])} (recorded; continuing)")
-
-    def cell(done: CellDone) -> None:
-        m = done.metrics
-        rate = ""
-        c = done.counters
-        if c is not None and c.acceptance_rate is not None:
-            rate = f", accept {c.acceptance_rate:.0%}"
-        agg = f"{m.aggregate_tok_s:.1f}" if m.aggregate_tok_s is not None else "-"
-        per = f"{m.per_request_tok_s_p50:.1f}" if m.per_request_tok_s_p50 is not None else "-"
-        errs = f", [red]{m.errors} errors[/red]" if m.errors else ""
-        level = f"C={done.concurrency}" if done.request_rate is None else f"{done.request_rate:g} req/s"
-        console.print(f"  {level} repeat {done.repeat + 1}: {agg} tok/s aggregate, {per} tok/s per request{rate}{errs}")
-
-    return SweepEvents(start, ready, failed, cell)
+def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store, run_id: str) -> SweepProgress:
+    """The live view / lines / JSON lines of a tune, with its cell plan (for the ETA)."""
+    mode = progress_mode(quiet, events, console)
+    levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)
+    return SweepProgress(
+        err if mode == "jsonl" else console,
+        mode,
+        planned_cells(config, store, run_id),
+        per_setting_cells=config.repeats * levels,
+    )
 
 
 async def _run_sweep(sweep: Sweep, run_id: str) -> None:
@@ -149,7 +134,9 @@ def _stored_virtual(store: Path | None, run_id: str) -> bool:
     return is_virtual(parse_config(row.config, source=f"run {run_id} config"))
 
 
-def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: str | None, quiet: bool) -> None:
+def _tune_virtual(
+    cfg: TuneConfig | None, store_path: Path | None, *, resume: str | None, quiet: bool, events: str | None
+) -> None:
     """`tune --engine sim`: simulated cells in virtual time, stored and reported like a real run."""
     if resume is not None:
         store = _open_existing(store_path or Path("specfrontier.db"))
@@ -162,15 +149,17 @@ def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: st
         virtual = VirtualSweep(cfg)  # validates profile and settings before any file is written
         virtual.attach(Store(store_path or cfg.store))
         run_id = virtual.new_run()
-    events = _events(quiet)
-    virtual.on_cell_done = events.on_cell_done
+    progress = _progress(quiet, events, virtual.config, virtual.store, run_id)
+    out = progress.console  # stderr in JSON-lines mode: stdout carries only the events
+    virtual.on_cell_done = progress.events().on_cell_done
     if not quiet:
-        console.print(f"run [bold]{run_id}[/bold] (SIMULATED: model predictions, not measurements)")
-    virtual.run(run_id)
+        out.print(f"run [bold]{run_id}[/bold] (SIMULATED: model predictions, not measurements)")
+    with progress:
+        virtual.run(run_id)
     data = load_run(virtual.store, run_id)
-    print_report(data, console)
-    console.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
-    write_tune_html(virtual.store, run_id, data, console)
+    print_report(data, out)
+    out.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
+    progress.finished(run_id, write_tune_html(virtual.store, run_id, data, out))
     if cfg is not None and cfg == seed_sim_config().model_copy(update={"engine": cfg.engine}):
         _production_check(cfg, virtual.store, data)
 
@@ -211,6 +200,10 @@ def tune(
         str | None, typer.Option("--resume", help="Continue an interrupted run (its stored config is used).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+    events: Annotated[
+        str | None,
+        typer.Option("--events", help="jsonl: one JSON object per event on stdout (the report goes to stderr)."),
+    ] = None,
     engine: Annotated[
         str | None,
         typer.Option("--engine", help="llamacpp (default) or sim: the simulator's seed grid, a model, in seconds."),
@@ -225,15 +218,21 @@ def tune(
     ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
+    if events not in (None, "jsonl"):
+        raise ConfigError(f"--events = {events!r}: unknown event format; fix: use --events jsonl")
     cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
     if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
-        _tune_virtual(cfg, store, resume=resume, quiet=quiet)
+        _tune_virtual(cfg, store, resume=resume, quiet=quiet, events=events)
         return
-    sweep, run_id = open_sweep(cfg, store, resume=resume, events=_events(quiet))
+    sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents())
+    progress = _progress(quiet, events, sweep.config, sweep.store, run_id)
+    out = progress.console  # stderr in JSON-lines mode: stdout carries only the events
+    sweep.events = progress.events()
     if not quiet:
-        console.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")
+        out.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")
     try:
-        asyncio.run(_run_sweep(sweep, run_id))
+        with progress:
+            asyncio.run(_run_sweep(sweep, run_id))
     except (KeyboardInterrupt, asyncio.CancelledError):
         err.print(
             f"interrupted: every finished cell is stored; resume with: specfrontier tune --resume {run_id} "
@@ -241,12 +240,12 @@ def tune(
         )
         raise typer.Exit(130) from None
     data = load_run(sweep.store, run_id)
-    print_report(data, console)
-    console.print(
+    print_report(data, out)
+    out.print(
         f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
         f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
     )
-    write_tune_html(sweep.store, run_id, data, console)
+    progress.finished(run_id, write_tune_html(sweep.store, run_id, data, out))
 
 
 @app.command()

@@ -40,6 +40,9 @@ def test_default_settings_on_smollm2_end_to_end(llama_server: Path, tmp_path: Pa
         subprocess.run([*CLI, "runs", "--json", "--store", str(store)], capture_output=True, check=True).stdout
     )
     assert [r["status"] for r in runs] == ["done"] and runs[0]["engine"] == "llamacpp"
+    page = tmp_path / f"s-{runs[0]['id']}.html"  # the HTML report, written next to the store
+    assert f"HTML report: {page}" in tune.stdout.replace("\n", "")
+    assert "Pareto frontier" in page.read_text(encoding="utf-8")
     report = json.loads(
         subprocess.run(
             [*CLI, "report", runs[0]["id"], "--store", str(store), "--format", "json"], capture_output=True, check=True

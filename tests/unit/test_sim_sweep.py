@@ -178,3 +178,35 @@ def test_production_sampling_lowers_acceptance_and_the_comparison_says_what_chan
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "Recommendation per concurrency" in out and "Acceptance: A vs B" in out
+
+
+def test_tune_events_jsonl_keeps_stdout_machine_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "sim.yaml"
+    config.write_text(
+        "engine: {name: sim}\nconcurrency: [1, 4]\nrepeats: 1\n"
+        "settings:\n  - name: no-spec\n  - {name: steps2, algorithm: EAGLE3, num_steps: 2}\n"
+    )
+    store = tmp_path / "s.db"
+    argv = ["specfrontier", "tune", "--config", str(config), "--store", str(store), "--events", "jsonl"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as done:
+        main()
+    assert done.value.code == 0
+    captured = capsys.readouterr()
+    events = [json.loads(line) for line in captured.out.splitlines()]
+    cells = [e for e in events if e["event"] == "cell_done"]
+    assert [(e["setting"], e["concurrency"], e["done"], e["total"]) for e in cells] == [
+        ("no-spec", 1, 1, 4),
+        ("no-spec", 4, 2, 4),
+        ("steps2", 1, 3, 4),
+        ("steps2", 4, 4, 4),
+    ]
+    assert events[-1]["event"] == "run_done" and Path(events[-1]["html"]).is_file()
+    assert "Recommendation" in captured.err  # the human report still reaches the terminal, on stderr
+
+    monkeypatch.setattr(sys, "argv", [*argv[:-1], "xml"])
+    with pytest.raises(SystemExit) as bad:
+        main()
+    assert bad.value.code == 2 and "--events = 'xml'" in capsys.readouterr().err

@@ -1,0 +1,199 @@
+"""Live progress of a sweep: what runs now, how many cells are left, an ETA, and the finished cells.
+
+Why four modes: a person at a terminal wants a live view (a bar with ETA over all cells and a table of
+finished cells); a log or CI wants one plain line per event; a script wants JSON lines it can parse
+(`--events jsonl`); `--quiet` wants nothing but the final report. The sweep only calls `SweepEvents`;
+this module decides how they look.
+
+ETA = elapsed / finished cells x cells left: a setting's launch and warmup count into the elapsed time,
+so the estimate includes them in proportion. It is an estimate, and the view says so ("ETA ~").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from specfrontier.config import SettingLike, TuneConfig
+from specfrontier.engines import Capacity
+from specfrontier.store import Store
+from specfrontier.sweep import CellDone, SweepEvents
+
+Mode = Literal["live", "lines", "jsonl", "quiet"]
+LIVE_ROWS = 12
+"""Finished cells shown in the live table (the most recent ones): the view must fit a laptop terminal."""
+
+
+def planned_cells(config: TuneConfig, store: Store | None = None, run_id: str | None = None) -> int:
+    """Cells (setting x repeat x level) the sweep will measure: all of them, less those already stored."""
+    levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)
+    total = len(config.all_settings()) * config.repeats * levels
+    if store is not None and run_id is not None:
+        total -= len(store.done_cells(run_id)) + len(store.done_open_cells(run_id))
+    return max(total, 0)
+
+
+def _eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA ~?"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"ETA ~{hours}:{minutes:02d}:{secs:02d}" if hours else f"ETA ~{minutes}:{secs:02d}"
+
+
+class SweepProgress:
+    """Turns sweep events into a live view, plain lines or JSON lines; use as a context manager."""
+
+    def __init__(
+        self,
+        console: Console,
+        mode: Mode,
+        total_cells: int,
+        *,
+        per_setting_cells: int = 0,
+        out: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.console, self.mode, self.total = console, mode, total_cells
+        self.per_setting = per_setting_cells
+        self.out = out if out is not None else sys.stdout
+        self.clock = clock
+        self.started = clock()
+        self.done = 0
+        self.current = ""
+        self.rows: list[list[str]] = []
+        self._setting_done = 0
+        self._live: Live | None = None
+
+    # -- figures -----------------------------------------------------------------------------------
+    def eta_s(self) -> float | None:
+        """Seconds left at the mean pace so far; None before the first cell."""
+        if self.done == 0:
+            return None
+        left = max(self.total - self.done, 0)
+        return (self.clock() - self.started) / self.done * left
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def __enter__(self) -> SweepProgress:
+        if self.mode == "live":
+            self._live = Live(console=self.console, get_renderable=self._render, refresh_per_second=2, transient=False)
+            self._live.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def finished(self, run_id: str, html: Path | None) -> None:
+        """The run is over: JSON-lines mode says so (with the HTML report's path) as its last event."""
+        self._emit("run_done", run_id=run_id, html=None if html is None else str(html), cells=self.done)
+
+    # -- events ------------------------------------------------------------------------------------
+    def events(self) -> SweepEvents:
+        if self.mode == "quiet":
+            return SweepEvents()
+        return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell)
+
+    def on_start(self, setting: SettingLike, argv: list[str]) -> None:
+        self.current, self._setting_done = setting.name, 0
+        program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name if argv else "?"
+        self._emit("setting_start", setting=setting.name, argv=argv)
+        self._line(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
+
+    def on_ready(self, setting: SettingLike, startup_s: float, capacity: Capacity) -> None:
+        self._emit("setting_ready", setting=setting.name, startup_s=startup_s, capacity=capacity.max_running_requests)
+        self._line(f"  ready in {startup_s:.2f} s, capacity {capacity.max_running_requests} requests")
+        if "WARNING" in capacity.source:  # e.g. SGLang's silent reset of max_running_requests to 48
+            self._line(f"  [yellow]{escape(capacity.source.split('WARNING: ', 1)[1])}[/yellow]")
+
+    def on_failed(self, setting: SettingLike, message: str) -> None:
+        skipped = max(self.per_setting - self._setting_done, 0)
+        self.total = max(self.total - skipped, self.done)  # its cells will not be measured
+        self._emit("setting_failed", setting=setting.name, message=message)
+        self._line(f"  [red]failed[/red]: {escape(message.splitlines()[0])} (recorded; continuing)")
+
+    def on_cell(self, done: CellDone) -> None:
+        if done.setting != self.current:  # a sweep without launch events (the virtual simulator)
+            self._line(f"[bold]setting {escape(done.setting)}[/bold]")
+            self.current, self._setting_done = done.setting, 0
+        self.done += 1
+        self._setting_done += 1
+        m, c = done.metrics, done.counters
+        accept = c.acceptance_rate if c is not None else None
+        level = f"C={done.concurrency}" if done.request_rate is None else f"{done.request_rate:g} req/s"
+        self._emit(
+            "cell_done",
+            setting=done.setting,
+            concurrency=done.concurrency,
+            request_rate=done.request_rate,
+            repeat=done.repeat,
+            aggregate_tok_s=m.aggregate_tok_s,
+            per_request_tok_s_p50=m.per_request_tok_s_p50,
+            acceptance_rate=accept,
+            errors=m.errors,
+            done=self.done,
+            total=self.total,
+            eta_s=self.eta_s(),
+        )
+        agg = "-" if m.aggregate_tok_s is None else f"{m.aggregate_tok_s:.1f}"
+        per = "-" if m.per_request_tok_s_p50 is None else f"{m.per_request_tok_s_p50:.1f}"
+        rate = "-" if accept is None else f"{accept:.0%}"
+        self.rows.append([done.setting, level, str(done.repeat + 1), agg, per, rate, str(m.errors)])
+        errs = f", [red]{m.errors} errors[/red]" if m.errors else ""
+        accept_text = "" if accept is None else f", accept {accept:.0%}"
+        plan = f"  [dim]\\[{self.done}/{self.total} cells, {_eta_text(self.eta_s())}][/dim]" if self.total else ""
+        speeds = f"{agg} tok/s aggregate, {per} tok/s per request"
+        self._line(f"  {level} repeat {done.repeat + 1}: {speeds}{accept_text}{errs}{plan}")
+
+    # -- output ------------------------------------------------------------------------------------
+    def _emit(self, event: str, **fields: Any) -> None:
+        if self.mode == "jsonl":
+            self.out.write(json.dumps({"event": event, **fields}) + "\n")
+            self.out.flush()
+
+    def _line(self, markup: str) -> None:
+        if self.mode == "lines":
+            self.console.print(markup)
+        elif self.mode == "live" and self._live is not None:
+            self._live.console.print(markup)  # printed above the live view, which stays at the bottom
+
+    def _render(self) -> RenderableType:
+        elapsed = self.clock() - self.started
+        head = Text.assemble(
+            (f"{self.done}/{self.total} cells", "bold"),
+            f"  elapsed {int(elapsed) // 60}:{int(elapsed) % 60:02d}  {_eta_text(self.eta_s())}",
+            f"  now: {self.current}" if self.current else "",
+        )
+        table = Table(title=None, expand=False, padding=(0, 1))
+        for i, name in enumerate(["setting", "level", "rep", "agg tok/s", "per-req tok/s", "accept", "err"]):
+            table.add_column(name, justify="left" if i < 2 else "right")
+        for row in self.rows[-LIVE_ROWS:]:
+            table.add_row(*row)
+        return Group(head, ProgressBar(total=max(self.total, 1), completed=self.done, width=60), table)
+
+
+def progress_mode(quiet: bool, events: str | None, console: Console) -> Mode:
+    """`--quiet` wins; `--events jsonl` next; else live on a terminal and plain lines otherwise."""
+    if quiet:
+        return "quiet"
+    if events == "jsonl":
+        return "jsonl"
+    return "live" if console.is_terminal else "lines"
+
+
+__all__ = ["LIVE_ROWS", "Mode", "SweepProgress", "planned_cells", "progress_mode"]

@@ -1,0 +1,116 @@
+"""Sweep progress: ETA from the pace so far, JSON-lines events, the live view, failed settings."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from builders import record_ms
+from specfrontier.config import parse_config
+from specfrontier.engines import Capacity
+from specfrontier.metrics import cell_metrics
+from specfrontier.records import SpecCounters
+from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
+from specfrontier.store import Store
+from specfrontier.sweep import CellDone
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Named:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _cell(setting: str, c: int, repeat: int) -> CellDone:
+    metrics = cell_metrics([record_ms(0, 100, 1000, 33)])
+    return CellDone(setting, c, repeat, metrics, SpecCounters(10, 5, 5))
+
+
+def test_eta_is_the_mean_pace_times_the_cells_left() -> None:
+    clock = Clock()
+    progress = SweepProgress(Console(file=io.StringIO()), "lines", 6, clock=clock)
+    assert progress.eta_s() is None
+    clock.now += 10
+    progress.on_cell(_cell("a", 1, 0))
+    progress.on_cell(_cell("a", 2, 0))
+    assert progress.eta_s() == pytest.approx(10 / 2 * 4)
+
+
+def test_jsonl_mode_writes_one_parseable_event_per_line() -> None:
+    out = io.StringIO()
+    clock = Clock()
+    progress = SweepProgress(Console(file=io.StringIO()), "jsonl", 4, per_setting_cells=2, out=out, clock=clock)
+    events = progress.events()
+    assert events.on_setting_start and events.on_setting_ready and events.on_cell_done and events.on_setting_failed
+    events.on_setting_start(Named("a"), ["/x/llama-server", "--port", "1"])
+    events.on_setting_ready(Named("a"), 1.5, Capacity(4, "props"))
+    clock.now += 4
+    events.on_cell_done(_cell("a", 1, 0))
+    events.on_setting_failed(Named("a"), "crashed\nlog")
+    progress.finished("run1", Path("r.html"))
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [x["event"] for x in lines] == ["setting_start", "setting_ready", "cell_done", "setting_failed", "run_done"]
+    cell = lines[2]
+    assert (cell["setting"], cell["concurrency"], cell["done"], cell["total"]) == ("a", 1, 1, 4)
+    assert cell["aggregate_tok_s"] == pytest.approx(33.0) and cell["acceptance_rate"] == 0.5
+    assert cell["eta_s"] == pytest.approx(12.0)
+    assert progress.total == 3  # the failed setting's other cell will not be measured
+    assert lines[-1] == {"event": "run_done", "run_id": "run1", "html": "r.html", "cells": 1}
+
+
+def test_lines_mode_prints_each_cell_with_its_plan_and_quiet_prints_nothing() -> None:
+    console = Console(file=io.StringIO(), width=200)
+    progress = SweepProgress(console, "lines", 2)
+    progress.on_cell(_cell("steps2", 16, 1))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "setting steps2" in text
+    assert "C=16 repeat 2: 33.0 tok/s aggregate, 35.6 tok/s per request, accept 50%  [1/2 cells, ETA ~0:00]" in text
+    assert progress_mode(True, "jsonl", console) == "quiet"
+    quiet = SweepProgress(console, "quiet", 2).events()
+    assert quiet.on_cell_done is None
+
+
+def test_live_view_shows_the_bar_eta_and_finished_cells() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    assert progress_mode(False, None, console) == "live"
+    clock = Clock()
+    with SweepProgress(console, "live", 3, clock=clock) as progress:
+        clock.now += 30
+        progress.on_cell(_cell("ngram", 4, 0))
+        text = Console(file=io.StringIO(), width=120)
+        text.print(progress._render())
+    shown = text.file.getvalue()  # type: ignore[attr-defined]
+    assert "1/3 cells" in shown and "ETA ~1:00" in shown and "now: ngram" in shown
+    assert "ngram" in shown and "33.0" in shown and "50%" in shown
+
+
+def test_planned_cells_subtracts_what_a_resumed_run_already_stored(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "concurrency": [1, 2],
+            "repeats": 3,
+            "settings": [{"name": "baseline"}, {"name": "b", "spec_type": "ngram-simple"}],
+        },
+        source="test",
+    )
+    assert planned_cells(config) == 2 * 3 * 2
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run(engine="llamacpp", config={}, environment={})
+    store.add_setting(run_id, setting_id="baseline", position=0, name="baseline", params={}, speculative=False)
+    store.record_cell(
+        run_id, setting_id="baseline", workload="w", concurrency=1, repeat=0,
+        requests=[record_ms(0, 10, 100, 5)], counters=None, acceptance_source=None,
+    )  # fmt: skip
+    assert planned_cells(config, store, run_id) == 11
+    store.close()
