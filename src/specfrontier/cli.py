@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from specfrontier.analysis import RunData, load_run
 from specfrontier.analysis.compare import Comparison, compare_runs
-from specfrontier.cli_report import run_report, write_tune_html
+from specfrontier.cli_report import run_report, write_compare_html, write_tune_html
 from specfrontier.config import (
     ENGINE_NAMES,
     SGLangTuneConfig,
@@ -316,10 +316,18 @@ def compare(
     run_a: Annotated[str, typer.Argument(help="Run A (e.g. the best case).")],
     run_b: Annotated[str, typer.Argument(help="Run B (e.g. production sampling).")],
     store: StoreOption = Path("specfrontier.db"),
+    fmt: Annotated[str, typer.Option("--format", "-f", help="terminal or html.")] = "terminal",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML: the file to write.")] = None,
 ) -> None:
     """Compare two runs: acceptance, aggregate tok/s per cell, and where the recommendation changes."""
+    if fmt not in ("terminal", "html"):
+        raise ConfigError(f"--format = {fmt!r}: compare draws terminal or html; fix: pick one of them")
     opened = _open_existing(store)
-    _print_comparison(compare_runs(load_run(opened, run_a), load_run(opened, run_b)))
+    cmp = compare_runs(load_run(opened, run_a), load_run(opened, run_b))
+    if fmt == "html":
+        write_compare_html(cmp, output or store.with_name(f"{store.stem}-{run_a}-vs-{run_b}.html"), console)
+    else:
+        _print_comparison(cmp)
 
 
 @app.command()

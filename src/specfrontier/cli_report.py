@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from specfrontier.analysis import RunData, load_run
+from specfrontier.analysis.compare import Comparison
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.report.csv_export import report_csv
 from specfrontier.store import Store
@@ -58,4 +59,15 @@ def write_tune_html(store: Store, run_id: str, data: RunData, console: Console) 
     return path
 
 
-__all__ = ["FORMATS", "run_report", "write_tune_html"]
+def write_compare_html(cmp: Comparison, path: Path, console: Console) -> Path:
+    """`compare --format html`: the comparison page, written whole then renamed, and its path printed."""
+    from specfrontier.report.compare_html import compare_html
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(compare_html(cmp), encoding="utf-8")
+    tmp.replace(path)
+    console.print(f"HTML comparison: {escape(str(path))}")
+    return path
+
+
+__all__ = ["FORMATS", "run_report", "write_compare_html", "write_tune_html"]

@@ -8,10 +8,11 @@ overlap.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from specfrontier.analysis.decisions import recommended_per_concurrency
-from specfrontier.analysis.summary import RunData
+from specfrontier.analysis.summary import CellSummary, Figure, RunData
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,4 +88,73 @@ def compare_runs(a: RunData, b: RunData) -> Comparison:
     return Comparison(a, b, tuple(cells), tuple(acceptance), recs)
 
 
-__all__ = ["AcceptanceDelta", "CellDelta", "Comparison", "RecommendationDelta", "compare_runs"]
+@dataclass(frozen=True, slots=True)
+class FigureDelta:
+    """One figure of one cell in both runs, with whether the change is beyond the noise of the repeats."""
+
+    setting: str
+    workload_a: str
+    workload_b: str
+    level: float
+    a: Figure
+    b: Figure
+    significant: bool
+    """The two runs' repeats do not overlap: B's lowest repeat above A's highest, or the reverse."""
+
+    @property
+    def ratio(self) -> float | None:
+        """B / A on medians (None when A's median is 0 or either is missing)."""
+        if not self.a.median or self.b.median is None:
+            return None
+        return self.b.median / self.a.median
+
+
+COMPARED: dict[str, Callable[[CellSummary], Figure]] = {
+    "aggregate tok/s": lambda c: c.aggregate_tok_s,
+    "per-request tok/s p50": lambda c: c.per_request_tok_s_p50,
+    "TTFT p50 ms": lambda c: c.ttft_p50_ms,
+    "TPOT p50 ms": lambda c: c.tpot_p50_ms,
+}
+"""The figures `figure_deltas` compares, by report name."""
+
+
+def significant(a: Figure, b: Figure) -> bool:
+    """A change counts when the two runs' ranges over repeats do not overlap (both need 2+ repeats).
+
+    Why ranges and not a t-test: repeats are few (3 by default) and one is often disturbed; with three
+    repeats each, ranges apart means every B repeat beat every A repeat (or lost to it), which a
+    permutation test puts at p = 2/20 = 0.1 two-sided: conservative, assumption-free, and what the rest
+    of the report calls "beyond the spread".
+    """
+    if a.n < 2 or b.n < 2 or None in (a.low, a.high, b.low, b.high):
+        return False
+    return (b.low or 0.0) > (a.high or 0.0) or (b.high or 0.0) < (a.low or 0.0)
+
+
+def figure_deltas(a: RunData, b: RunData, metric: str) -> list[FigureDelta]:
+    """Per shared (setting, level) cell, one figure in both runs; cells are matched by setting name and
+    level (the workload may differ on purpose: that is what a best-case vs production comparison is)."""
+    get = COMPARED[metric]
+    shared = [s for s in a.measured_settings() if s in set(b.measured_settings())]
+    out = []
+    for name in shared:
+        for level in a.concurrency_levels:
+            ca, cb = a.cell(name, level), b.cell(name, level)
+            if ca is None or cb is None or get(ca).median is None or get(cb).median is None:
+                continue
+            fa, fb = get(ca), get(cb)
+            out.append(FigureDelta(name, ca.workload, cb.workload, level, fa, fb, significant(fa, fb)))
+    return out
+
+
+__all__ = [
+    "COMPARED",
+    "AcceptanceDelta",
+    "CellDelta",
+    "Comparison",
+    "FigureDelta",
+    "RecommendationDelta",
+    "compare_runs",
+    "figure_deltas",
+    "significant",
+]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from specfrontier.analysis.compare import Comparison
+from specfrontier.analysis.compare import Comparison, figure_deltas
+from specfrontier.analysis.summary import Figure
 from specfrontier.report.tables import Table
 
 
@@ -43,7 +44,49 @@ def comparison_tables(cmp: Comparison) -> list[Table]:
         ],
         ["medians over repeats; beyond spread = the two runs' ranges over repeats do not overlap."],
     )
-    return [recs, accept, cells]
+    return [recs, accept, cells, *delta_tables(cmp)]
+
+
+def _with_range(fig: Figure, digits: int) -> str:
+    if fig.median is None:
+        return "-"
+    text = f"{fig.median:.{digits}f}"
+    if fig.n > 1 and fig.low is not None and fig.high is not None:
+        text += f" [{fig.low:.{digits}f}-{fig.high:.{digits}f}]"
+    return text
+
+
+def delta_tables(cmp: Comparison) -> list[Table]:
+    """Per-user speed and first-token latency per shared cell, with each run's range and significance."""
+    out = []
+    for metric, digits in (("per-request tok/s p50", 1), ("TTFT p50 ms", 0)):
+        rows = []
+        for d in figure_deltas(cmp.a, cmp.b, metric):
+            ratio = d.ratio
+            rows.append(
+                [
+                    d.setting,
+                    f"{d.level:g}",
+                    _with_range(d.a, digits),
+                    _with_range(d.b, digits),
+                    "-" if ratio is None else f"{ratio:.2f}x",
+                    "yes" if d.significant else "no",
+                ]
+            )
+        if rows:
+            out.append(
+                Table(
+                    f"{metric}: A vs B",
+                    ["setting", "C", "A median [min-max]", "B median [min-max]", "B / A", "significant"],
+                    rows,
+                    [
+                        "median over repeats [lowest-highest repeat]; significant = the two runs' repeats do not "
+                        "overlap (with 3 repeats each, every repeat of one run beat every repeat of the other: a "
+                        "permutation p of 0.1 two-sided at most); one repeat in either run is never significant."
+                    ],
+                )
+            )
+    return out
 
 
 def comparison_summary(cmp: Comparison) -> list[str]:
@@ -75,4 +118,4 @@ def _gain(cmp: Comparison, setting: str, baseline: str, c: float, which: str) ->
     return cell.aggregate_tok_s.median / base.aggregate_tok_s.median
 
 
-__all__ = ["comparison_summary", "comparison_tables"]
+__all__ = ["comparison_summary", "comparison_tables", "delta_tables"]

@@ -37,7 +37,8 @@ matplotlib.rcParams.update(
 )
 
 
-def _svg(fig: MplFigure) -> str:
+def svg_of(fig: MplFigure) -> str:
+    """A figure as an SVG document (the figure is closed: pyplot keeps no reference)."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
@@ -104,7 +105,7 @@ def speed_vs_level(data: RunData, get: Callable[[CellSummary], Figure], ylabel: 
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def pareto(data: RunData) -> str | None:
@@ -134,7 +135,7 @@ def pareto(data: RunData) -> str | None:
     ax.set_xlabel("per-user tok/s (p50 per-request, median over repeats)")
     ax.set_ylabel(f"aggregate tok/s per GPU ({gpus} GPUs)" if gpus else "aggregate tok/s per server")
     ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def acceptance_bars(rows: list[tuple[str, str, float]]) -> str | None:
@@ -157,7 +158,7 @@ def acceptance_bars(rows: list[tuple[str, str, float]]) -> str | None:
     ax.set_yticklabels(settings)
     ax.set_xlabel("acceptance length (tokens per verification step, incl. the bonus token)")
     ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def slices_plot(data: RunData) -> str | None:
@@ -186,7 +187,7 @@ def slices_plot(data: RunData) -> str | None:
     ax.set_xlabel(f"second of the window (repeat 1, {data.level_text(top)})")
     ax.set_ylabel("TTFT p99 in the slice (ms)")
     ax.legend(fontsize=8, loc="best")
-    return _svg(fig)
+    return svg_of(fig)
 
 
 def startup_bars(data: RunData) -> str | None:
@@ -198,7 +199,16 @@ def startup_bars(data: RunData) -> str | None:
     ax.barh([n for n, _ in rows], [v or 0.0 for _, v in rows])
     ax.invert_yaxis()
     ax.set_xlabel("startup s (spawn to healthy)")
-    return _svg(fig)
+    return svg_of(fig)
 
 
-__all__ = ["acceptance_bars", "data_uri", "pareto", "slices_plot", "speed_vs_level", "startup_bars"]
+__all__ = [
+    "WIDTH_IN",
+    "acceptance_bars",
+    "data_uri",
+    "pareto",
+    "slices_plot",
+    "speed_vs_level",
+    "startup_bars",
+    "svg_of",
+]
