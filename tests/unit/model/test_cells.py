@@ -40,7 +40,7 @@ def test_verified_tokens_and_labels() -> None:
 
 
 def test_bad_values_name_the_field() -> None:
-    with pytest.raises(ConfigError, match="num_steps = 2.5"):
+    with pytest.raises(ConfigError, match=r"num_steps = 2\.5"):
         setting_params({"algorithm": "EAGLE3", "num_steps": 2.5}, where="row 3")
     with pytest.raises(ConfigError, match="no draft depth"):
         setting_params({"algorithm": "EAGLE3"})
