@@ -83,7 +83,7 @@ def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store,
         err if mode == "jsonl" else console,
         mode,
         planned_cells(config, store, run_id),
-        per_setting_cells=config.repeats * levels,
+        per_setting_cells=config.repeats * levels * max(len(config.workloads), 1),
     )
 
 

@@ -74,12 +74,21 @@ def gpu_count(data: RunData) -> int | None:
 
 
 def workload_name(label: str) -> str:
-    """The prompt-set part of a stored workload label (`builtin:cpu-mix|t=0.0|...` -> `builtin:cpu-mix`)."""
-    return label.split("|", 1)[0]
+    """The prompt-set part of a stored workload label: `chat@t0.6` (a `workloads:` key) -> `chat`,
+    `builtin:cpu-mix|t=0.0|...` (a single `workload:`) -> `builtin:cpu-mix`."""
+    return label.split("|", 1)[0].split("@", 1)[0]
 
 
 def workload_temperature(label: str) -> str:
-    """The `t=` part of a stored workload label, '?' when the label does not carry one."""
+    """The sampling temperature a stored workload label names ('?' when it names none): `@greedy` is 0,
+    `@t0.6` is 0.6, `|t=0.7|` is 0.7."""
+    if "@" in label and "|" not in label:
+        sampling = label.split("@", 1)[1]
+        if sampling.endswith("greedy"):
+            return "0"
+        if sampling.startswith("t") and sampling[1:].replace(".", "", 1).isdigit():
+            return sampling[1:]
+        return "?"
     for part in label.split("|")[1:]:
         if part.startswith("t="):
             return part[2:]

@@ -13,7 +13,7 @@ import base64
 import hashlib
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +77,31 @@ def sample_outputs(store: Store, run_id: str) -> list[SampleOutput]:
                 seen[cell.setting_id] = SampleOutput(cell.setting_id, r.prompt_id, r.output_text[:SAMPLE_CHARS])
                 break
     return list(seen.values())
+
+
+def _views(data: RunData) -> list[tuple[str, RunData]]:
+    """(heading prefix, one-workload view): decisions rank settings within one workload, so a
+    multi-workload run gets each workload's own, named; a one-workload run reads as before."""
+    return [(f"workload {w}: " if data.multi_workload else "", view) for w, view in data.workload_views()]
+
+
+def _recommendations(data: RunData) -> list[tuple[str, str]]:
+    return [(prefix + head, command) for prefix, view in _views(data) for head, command in recommendation_lines(view)]
+
+
+def _crossovers(data: RunData) -> list[str]:
+    return [prefix + line for prefix, view in _views(data) for line in crossover_lines(view)]
+
+
+def _workload_tables(data: RunData) -> list[Table]:
+    """The seed-style tables, per workload on a multi-workload run (titles say which)."""
+    if not data.multi_workload:
+        return all_tables(data)
+    return [
+        replace(t, title=f"{t.title} - workload {workload}")
+        for workload, view in data.workload_views()
+        for t in all_tables(view)
+    ]
 
 
 def _environment(data: RunData) -> list[tuple[str, str]]:
@@ -289,14 +314,14 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
             ("definitions", "Definitions"),
             ("environment", "Environment"),
         ],
-        "recommendations": recommendation_lines(data) if data.cells else [],
-        "crossovers": crossover_lines(data),
+        "recommendations": _recommendations(data) if data.cells else [],
+        "crossovers": _crossovers(data),
         "flags": flag_lines(data),
         "speed_plots": _speed_plots(data),
         "pareto": pareto,
         "frontier_table": _frontier_table(data),
         "crossover_map": _crossover_map_table(data),
-        "tables": all_tables(data),
+        "tables": _workload_tables(data),
         "acceptance": acceptance,
         "acceptance_plot": _plot(
             "acceptance",

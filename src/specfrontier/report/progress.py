@@ -39,7 +39,8 @@ LIVE_ROWS = 12
 def planned_cells(config: TuneConfig, store: Store | None = None, run_id: str | None = None) -> int:
     """Cells (setting x repeat x level) the sweep will measure: all of them, less those already stored."""
     levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)
-    total = len(config.all_settings()) * config.repeats * levels
+    workloads = max(len(config.workloads), 1)  # `workloads:` measures each in its own cells
+    total = len(config.all_settings()) * config.repeats * levels * workloads
     if store is not None and run_id is not None:
         total -= len(store.done_cells(run_id)) + len(store.done_open_cells(run_id))
     return max(total, 0)
@@ -136,9 +137,12 @@ class SweepProgress:
         m, c = done.metrics, done.counters
         accept = c.acceptance_rate if c is not None else None
         level = f"C={done.concurrency}" if done.request_rate is None else f"{done.request_rate:g} req/s"
+        if "@" in done.workload:  # a `workloads:` key; the single-workload label is long and says nothing new
+            level = f"{done.workload} {level}"
         self._emit(
             "cell_done",
             setting=done.setting,
+            workload=done.workload,
             concurrency=done.concurrency,
             request_rate=done.request_rate,
             repeat=done.repeat,

@@ -74,6 +74,8 @@ def test_workload_label_parts() -> None:
     assert workload_name("builtin:cpu-mix|t=0.0|max=48") == "builtin:cpu-mix"
     assert workload_temperature("builtin:cpu-mix|t=0.7|max=48") == "0.7"
     assert workload_temperature("plain") == "?"
+    assert workload_name("chat@t0.6") == "chat" and workload_temperature("chat@t0.6") == "0.6"
+    assert workload_temperature("synthetic@synthetic-greedy") == "0" and workload_temperature("x@greedy") == "0"
 
 
 def test_gpu_count_from_environment_or_a_single_tensor_parallel_size(tmp_path: Path) -> None:
