@@ -175,6 +175,7 @@ class SweepProgress:
             self.console.print(markup)
         elif self.mode == "live" and self._live is not None:
             self._live.console.print(markup)  # printed above the live view, which stays at the bottom
+            self._live.refresh()  # redraw now: a synchronous sweep can starve the refresh thread
 
     def _render(self) -> RenderableType:
         elapsed = self.clock() - self.started
@@ -188,7 +189,10 @@ class SweepProgress:
             table.add_column(name, justify="left" if i < 2 else "right")
         for row in self.rows[-LIVE_ROWS:]:
             table.add_row(*row)
-        return Group(head, ProgressBar(total=max(self.total, 1), completed=self.done, width=60), table)
+        top = Table.grid()
+        top.add_row(head)
+        top.add_row(ProgressBar(total=max(self.total, 1), completed=self.done, width=60))
+        return Group(top, table)
 
 
 def progress_mode(quiet: bool, events: str | None, console: Console) -> Mode:
