@@ -23,6 +23,31 @@ reference, section 4). All times are client-side `perf_counter_ns` stamps, taken
 - Spec: `draft_tokens` and `accepted_tokens` are summed over ok requests that report `spec` (None when
   none does); `request_acceptance_rate` = accepted / drafted (None when nothing was drafted).
 - Percentiles use numpy's linear interpolation. A figure with no data is None (never 0 or NaN).
+
+Added for speculative decoding, where one streamed chunk may carry several tokens (docs/metrics.md):
+
+- `e2e_p90_ms`, `e2e_p99_ms`, `tpot_p99_ms`: the same per-request values, more percentiles.
+- Per-user tok/s, secondary: `e2e_tok_s` = completion_tokens / E2E per ok request (includes the TTFT,
+  as AIPerf's "E2E output token throughput"); p50 and p10 (the slow users).
+- Inter-chunk gaps (`chunk_gap_p50/p90/p99_ms`): the raw time between consecutive content chunks of one
+  request, pooled over ok requests (AIPerf "inter-chunk latency"). It shows bursts: under speculation it
+  grows with the tokens each chunk carries, so it is NOT a per-token latency.
+- Per-token ITL (`itl_p50/p90/p99_ms`): each gap between content chunk i-1 and chunk i is split evenly
+  over the k_i tokens chunk i carries: k_i values of gap / k_i (anchors section 4: split each chunk gap
+  over the change of completion_tokens). The first chunk's tokens belong to the TTFT, so a request adds
+  (completion_tokens - k_0) values; with one token per chunk this is the plain gap list. k_i comes from
+  the server's per-chunk counts (`chunk_tokens`) when known; otherwise, when there are as many chunks as
+  tokens, k_i = 1; otherwise the first chunk is assumed to carry 1 token and the others
+  (completion_tokens - 1) / (chunks - 1) each (an even split, counted in `itl_estimated_requests`).
+  Percentiles of ITL are token-weighted (each value weighs k_i) and use the inverted CDF (the smallest
+  value whose cumulative weight reaches q%), so that fractional k_i need no rounding.
+- `tokens_per_chunk_p50`/`_max`: per content chunk, from known per-chunk counts only (None when no
+  request carries them); `tokens_per_chunk_mean` above covers every ok request.
+- `request_rate_s` = ok requests / window_s (completed requests per second, errors excluded).
+- Acceptance, request-weighted: `request_acceptance_rate_request_weighted` = mean over ok requests that
+  drafted of accepted / drafted; `acceptance_length_token_weighted` = 1 + sum accepted / sum verify steps
+  and `acceptance_length_request_weighted` = mean of 1 + accepted / verify steps over requests that
+  report steps (token-weighted needs every reporting request to give steps, else None).
 """
 
 from __future__ import annotations
@@ -65,6 +90,24 @@ class CellMetrics:
     draft_tokens: int | None
     accepted_tokens: int | None
     request_acceptance_rate: float | None
+    tpot_p99_ms: float | None = None
+    e2e_p90_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    e2e_tok_s_p50: float | None = None
+    e2e_tok_s_p10: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    itl_estimated_requests: int = 0
+    chunk_gap_p50_ms: float | None = None
+    chunk_gap_p90_ms: float | None = None
+    chunk_gap_p99_ms: float | None = None
+    tokens_per_chunk_p50: float | None = None
+    tokens_per_chunk_max: int | None = None
+    request_rate_s: float | None = None
+    request_acceptance_rate_request_weighted: float | None = None
+    acceptance_length_token_weighted: float | None = None
+    acceptance_length_request_weighted: float | None = None
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -75,6 +118,68 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 
 def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator > 0 else None
+
+
+def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: float) -> float | None:
+    """Inverted-CDF weighted percentile: the smallest value whose cumulative weight reaches q% of the total.
+
+    Used for the per-token ITL, where one chunk gap stands for k tokens (weight k, maybe fractional);
+    repeating a value k times would need integer k. None when there is no positive weight.
+    """
+    if len(values) != len(weights):
+        raise ValueError(f"weighted_percentile: {len(values)} values but {len(weights)} weights")
+    pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
+    if not pairs:
+        return None
+    total = sum(w for _, w in pairs)
+    target = q / 100.0 * total
+    running = 0.0
+    for value, weight in pairs:
+        running += weight
+        # A relative tolerance: cumulative float sums of fractional weights must not skip a value.
+        if running >= target - 1e-9 * total:
+            return float(value)
+    return float(pairs[-1][0])
+
+
+def chunk_token_counts(r: RequestRecord) -> tuple[tuple[float, ...], bool]:
+    """Tokens carried by each content chunk of an ok request, and whether the split was estimated.
+
+    Server-reported per-chunk counts win; else one token per chunk when chunks == completion_tokens;
+    else the first chunk is taken as 1 token and the rest share completion_tokens - 1 evenly.
+    """
+    n = len(r.chunk_ns)
+    if n == 0:
+        return (), False
+    if r.chunk_tokens is not None and len(r.chunk_tokens) == n:
+        return tuple(float(k) for k in r.chunk_tokens), False
+    tokens = r.completion_tokens or 0
+    if tokens == n:
+        return (1.0,) * n, False
+    if n == 1:
+        return (float(tokens),), True
+    rest = max(tokens - 1, 0) / (n - 1)
+    return (1.0, *([rest] * (n - 1))), True
+
+
+def token_itl(r: RequestRecord) -> tuple[list[float], list[float], bool]:
+    """(per-token ITL values in ms, their token weights, estimated?) of one ok request.
+
+    The gap before chunk i is split evenly over the k_i tokens it carries: one value gap / k_i with
+    weight k_i. A chunk that reports 0 tokens (e.g. a text-only delta the server did not count) adds
+    nothing, and its gap is carried over to the next chunk that has tokens, so no time is lost.
+    """
+    counts, estimated = chunk_token_counts(r)
+    values: list[float] = []
+    weights: list[float] = []
+    last_ns = r.chunk_ns[0] if r.chunk_ns else 0
+    for t_ns, k in zip(r.chunk_ns[1:], counts[1:], strict=True):
+        if k <= 0:
+            continue
+        values.append((t_ns - last_ns) / k / _NS_PER_MS)
+        weights.append(k)
+        last_ns = t_ns
+    return values, weights, estimated
 
 
 def peak_concurrency(records: Sequence[RequestRecord]) -> int:
@@ -110,12 +215,27 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
     e2e_ms: list[float] = []
     tpot_ms: list[float] = []
     tok_s: list[float] = []
+    e2e_tok_s: list[float] = []
+    itl_values: list[float] = []
+    itl_weights: list[float] = []
+    itl_estimated = 0
+    gaps_ms: list[float] = []
+    known_chunk_tokens: list[int] = []
     for r in ok:
         tokens = r.completion_tokens or 0
         output_tokens += tokens
         chunks += len(r.chunk_ns)
         e2e_ns = r.end_ns - r.send_ns
         e2e_ms.append(e2e_ns / _NS_PER_MS)
+        if e2e_ns > 0:
+            e2e_tok_s.append(tokens / (e2e_ns / _NS_PER_S))
+        gaps_ms.extend((b - a) / _NS_PER_MS for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False))
+        values, weights, estimated = token_itl(r)
+        itl_values += values
+        itl_weights += weights
+        itl_estimated += int(estimated and bool(values))
+        if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+            known_chunk_tokens.extend(r.chunk_tokens)
         if r.first_token_ns is None:
             continue
         ttft_ns = r.first_token_ns - r.send_ns
@@ -131,6 +251,15 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
     acceptance = (
         _ratio(accepted_tokens, draft_tokens) if draft_tokens is not None and accepted_tokens is not None else None
     )
+    per_request_rates = [s.accepted_tokens / s.draft_tokens for s in with_spec if s.draft_tokens > 0]
+    with_steps = [s for s in with_spec if s.verify_steps is not None and s.verify_steps > 0]
+    steps_total = sum(s.verify_steps or 0 for s in with_steps)
+    length_token = (
+        1.0 + sum(s.accepted_tokens for s in with_steps) / steps_total
+        if with_steps and len(with_steps) == len(with_spec)
+        else None
+    )
+    length_request = [1.0 + s.accepted_tokens / (s.verify_steps or 1) for s in with_steps]
 
     return CellMetrics(
         window_s=window_s,
@@ -156,7 +285,34 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
         draft_tokens=draft_tokens,
         accepted_tokens=accepted_tokens,
         request_acceptance_rate=acceptance,
+        tpot_p99_ms=_percentile(tpot_ms, 99),
+        e2e_p90_ms=_percentile(e2e_ms, 90),
+        e2e_p99_ms=_percentile(e2e_ms, 99),
+        e2e_tok_s_p50=_percentile(e2e_tok_s, 50),
+        e2e_tok_s_p10=_percentile(e2e_tok_s, 10),
+        itl_p50_ms=weighted_percentile(itl_values, itl_weights, 50),
+        itl_p90_ms=weighted_percentile(itl_values, itl_weights, 90),
+        itl_p99_ms=weighted_percentile(itl_values, itl_weights, 99),
+        itl_estimated_requests=itl_estimated,
+        chunk_gap_p50_ms=_percentile(gaps_ms, 50),
+        chunk_gap_p90_ms=_percentile(gaps_ms, 90),
+        chunk_gap_p99_ms=_percentile(gaps_ms, 99),
+        tokens_per_chunk_p50=_percentile([float(k) for k in known_chunk_tokens], 50),
+        tokens_per_chunk_max=max(known_chunk_tokens) if known_chunk_tokens else None,
+        request_rate_s=_ratio(len(ok), window_s),
+        request_acceptance_rate_request_weighted=(
+            sum(per_request_rates) / len(per_request_rates) if per_request_rates else None
+        ),
+        acceptance_length_token_weighted=length_token,
+        acceptance_length_request_weighted=sum(length_request) / len(length_request) if length_request else None,
     )
 
 
-__all__ = ["CellMetrics", "cell_metrics", "peak_concurrency"]
+__all__ = [
+    "CellMetrics",
+    "cell_metrics",
+    "chunk_token_counts",
+    "peak_concurrency",
+    "token_itl",
+    "weighted_percentile",
+]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specfrontier.load.health import saturated
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
@@ -74,6 +75,8 @@ class CellSummary:
     """Per repeat, per-second figures of the window (see `specfrontier.timeslices`)."""
     spikes: tuple[tuple[int, Spike], ...] = ()
     """(repeat, spike) for every slice whose p99 exceeds SPIKE_FACTOR x that repeat's median."""
+    client_health: tuple[dict[str, Any], ...] = ()
+    """Per repeat with it recorded: the client's lag, CPU and saturation (`load.health.ClientHealth`)."""
 
     @property
     def level(self) -> float:
@@ -94,6 +97,12 @@ class CellSummary:
     def noisy(self) -> bool:
         spread = self.aggregate_tok_s.relative_spread
         return spread is not None and spread > NOISY_SPREAD
+
+    @property
+    def client_saturated(self) -> bool:
+        """Some repeat's client was saturated (lag or CPU over `load.health` limits): its figures may be
+        distorted by the client, not the server, so they are not trusted as evidence without a warning."""
+        return any(saturated(h) for h in self.client_health)
 
     @property
     def client_limited(self) -> bool:
@@ -199,6 +208,7 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
         load=tuple(row.load for row, _ in group if row.load is not None),
         slices=slices,
         spikes=found,
+        client_health=tuple(row.client_health for row, _ in group if row.client_health is not None),
     )
 
 
