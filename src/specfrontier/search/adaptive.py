@@ -7,9 +7,10 @@ measuring, one depth at a time:
 2. per ladder (`search.ladder`), measure the shallowest depth, then the next one, and so on; after each
    depth, compare it at every target concurrency with the best of the baseline and the shallower
    depths of its ladder (the objective's median over repeats);
-3. go one depth deeper only while the last depth beat that best, at one target concurrency at least,
-   by more than `search.min_gain` AND with repeat ranges that do not overlap (`observe.beats`); stop
-   at the first depth that gains nowhere, at a depth that failed to run, or at `search.max_depth`.
+3. go one depth deeper only while the last depth beat that best, at one target concurrency at least
+   (in any workload of the run), by more than `search.min_gain` AND with repeat ranges that do not
+   overlap (`observe.beats`); stop at the first depth that gains nowhere, at a depth that failed to
+   run, or at `search.max_depth`.
 
 Listed depths are walked in order, then the ladder is extended past its deepest listed setting. What
 the search never measured is reported as not measured, never as a loss.
@@ -66,18 +67,20 @@ class AdaptiveStrategy:
                     f"{setting.name} failed to run: its ladder stops at {previous.name if previous else 'none'}"
                 )
             wins = []
-            for c in self.targets:
+            many = len(obs.workloads) > 1
+            for w, c in ((w, c) for w in obs.workloads for c in self.targets):
                 best = max(
-                    (obs.figure(r, c, objective) for r in reference),
+                    (obs.figure(r, c, objective, w) for r in reference),
                     key=lambda f: -1.0 if f is None or f.median is None else f.median,
                     default=None,
                 )
-                new = obs.figure(setting.name, c, objective)
+                new = obs.figure(setting.name, c, objective, w)
+                where = f"{w} C={c}" if many else f"C={c}"
                 if best is None or best.median is None:
                     if new is not None and new.median is not None:
-                        wins.append(f"C={c} (nothing to compare with)")
+                        wins.append(f"{where} (nothing to compare with)")
                 elif beats(new, best, self.search.min_gain) and new is not None and new.median is not None:
-                    wins.append(f"C={c} (+{new.median / best.median - 1.0:.0%})")
+                    wins.append(f"{where} (+{new.median / best.median - 1.0:.0%})")
             if not wins:
                 return Done(
                     f"{setting.name} gained no more than the noise (min_gain {self.search.min_gain:.0%} and the "

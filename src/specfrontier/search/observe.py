@@ -26,18 +26,26 @@ LAUNCHED = ("running", "done", "failed", "interrupted")
 class Observations:
     """Closed-loop cells of one run as figures over repeats, plus what the budget needs."""
 
-    figures: dict[tuple[str, int], dict[str, Figure]]
-    """(setting, C) -> figure name -> Figure over repeats."""
+    figures: dict[tuple[str, str, int], dict[str, Figure]]
+    """(setting, workload, C) -> figure name -> Figure over repeats (a multi-workload run keeps them apart)."""
     status: dict[str, str]
     capacity: dict[str, int | None]
     engine_s_by_setting: dict[str, float] = field(default_factory=dict)
 
-    def figure(self, setting: str, concurrency: int, name: SearchObjective | str) -> Figure | None:
-        cell = self.figures.get((setting, concurrency))
+    def figure(
+        self, setting: str, concurrency: int, name: SearchObjective | str, workload: str | None = None
+    ) -> Figure | None:
+        """A figure of one cell; `workload` None means the run's first workload."""
+        key = (setting, workload if workload is not None else self.workloads[0] if self.workloads else "", concurrency)
+        cell = self.figures.get(key)
         return cell.get(name) if cell else None
 
+    @property
+    def workloads(self) -> list[str]:
+        return sorted({w for _, w, _ in self.figures})
+
     def measured(self, setting: str) -> bool:
-        return any(s == setting for s, _ in self.figures)
+        return any(s == setting for s, _, _ in self.figures)
 
     @property
     def launches(self) -> int:
@@ -57,14 +65,16 @@ class Observer:
 
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
-        self._final: dict[str, list[tuple[int, CellMetrics]]] = {}
+        self._final: dict[str, list[tuple[str, int, CellMetrics]]] = {}
 
-    def _cells(self, setting: str, final: bool) -> list[tuple[int, CellMetrics]]:
+    def _cells(self, setting: str, final: bool) -> list[tuple[str, int, CellMetrics]]:
         if setting in self._final:
             return self._final[setting]
         rows = self.store.cells(self.run_id, setting)
         cells = [
-            (row.concurrency, cell_metrics(row.requests)) for row in rows if row.requests and row.request_rate is None
+            (row.workload, row.concurrency, cell_metrics(row.requests))
+            for row in rows
+            if row.requests and row.request_rate is None
         ]
         if final:
             self._final[setting] = cells
@@ -72,14 +82,14 @@ class Observer:
 
     def observe(self) -> Observations:
         settings = self.store.settings(self.run_id)
-        by_cell: dict[tuple[str, int], list[CellMetrics]] = defaultdict(list)
+        by_cell: dict[tuple[str, str, int], list[CellMetrics]] = defaultdict(list)
         engine_s: dict[str, float] = defaultdict(float)
         for s in settings:
             if s.status not in LAUNCHED:
                 continue
             engine_s[s.name] += s.startup_s or 0.0
-            for concurrency, m in self._cells(s.name, final=s.status in ("done", "failed")):
-                by_cell[(s.name, concurrency)].append(m)
+            for workload, concurrency, m in self._cells(s.name, final=s.status in ("done", "failed")):
+                by_cell[(s.name, workload, concurrency)].append(m)
                 engine_s[s.name] += m.window_s
         figures = {
             key: {name: Figure.of([getattr(m, name) for m in ms]) for name in _FIGURES} for key, ms in by_cell.items()
