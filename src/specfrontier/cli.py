@@ -339,6 +339,41 @@ def calibrate(
     sys.stdout.write(calibrate_main(measurements, profile) + "\n")
 
 
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="CSV or JSON table of measurements (see docs/model.md).")],
+    engine: Annotated[str | None, typer.Option("--engine", help="Engine of every row, when the file omits it.")] = None,
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Import measurements made elsewhere (CSV/JSON, or the seed table) as a run, to fit with `plan`."""
+    from specfrontier.cli_model import run_import
+
+    run_import(file, engine=engine, store_path=store, console=console)
+
+
+@app.command()
+def plan(
+    run_id: Annotated[str, typer.Argument(help="Run id (measured, simulated or imported).")],
+    store: StoreOption = Path("specfrontier.db"),
+    fit_only: Annotated[
+        str | None, typer.Option("--fit-only", help="Fit only these settings (comma-separated); predict the rest.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="terminal or json.")] = "terminal",
+) -> None:
+    """Fit the performance model to a run: predicted vs measured, the predicted frontier, the max depth."""
+    from specfrontier.cli_model import run_plan
+
+    if fmt not in ("terminal", "json"):
+        raise ConfigError(f"--format = {fmt!r}: not a plan format; fix: use terminal or json")
+    run_plan(run_id, store_path=_existing_path(store), fit_only=fit_only, as_json=fmt == "json", console=console)
+
+
+def _existing_path(path: Path) -> Path:
+    if not path.exists():
+        raise StoreError(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
+    return path
+
+
 def _open_existing(path: Path) -> Store:
     if not path.exists():
         raise StoreError(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
