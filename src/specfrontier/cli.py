@@ -272,16 +272,19 @@ def bench(
     rounds: Annotated[int, typer.Option("--rounds", help="Closed loop: requests per cell >= rounds x C.")] = 2,
     store: StoreOption = Path("specfrontier.db"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+    client_workers: Annotated[
+        str, typer.Option("--client-workers", help="Client processes per cell: N or auto (one per 64 streams).")
+    ] = "auto",
 ) -> None:
     """Measure an already-running server (no launch, no stop) into the store, and report as `tune` does."""
-    from specfrontier.bench import BenchOptions, parse_levels
+    from specfrontier.bench import BenchOptions, parse_client_workers, parse_levels
     from specfrontier.cli_bench import run_bench
 
     levels = parse_levels(concurrency if concurrency or rate else "1,4", "--concurrency", int)
     options = BenchOptions(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
-        rounds_per_cell=rounds, store=store,
+        rounds_per_cell=rounds, store=store, client_workers=parse_client_workers(client_workers),
     )  # fmt: skip
     run_bench(options, console, err, None if quiet else _events(False).on_cell_done)
 
