@@ -331,7 +331,12 @@ def report(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
 ) -> None:
     """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
-    run_report(_open_existing(store), run_id, fmt.value, output, console)
+    opened = _open_existing(store)
+    if opened.imported_cells(run_id):
+        raise ConfigError(
+            f"run = {run_id!r}: imported figures, no stored requests to report; fix: `specfrontier plan {run_id}`"
+        )
+    run_report(opened, run_id, fmt.value, output, console)
 
 
 @app.command()
