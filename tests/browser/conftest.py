@@ -23,7 +23,8 @@ def browser() -> Iterator[Browser]:
         pytest.fail(f"{CHROMIUM} missing; fix: run scripts/install.sh --dev as root, or apt-get install chromium")
     with sync_playwright() as p:
         # --no-sandbox: CI runs as root, where Chromium refuses its sandbox; the page has no script anyway.
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        # 60 s: on a shared 2-core CI machine a cold Chromium start can take tens of seconds.
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"], timeout=60_000)
         try:
             yield b
         finally:

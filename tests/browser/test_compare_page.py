@@ -26,6 +26,7 @@ def test_compare_page_loads_clean_and_its_plot_renders(browser: Browser, tmp_pat
     store.close()
 
     context = browser.new_context(viewport={"width": 1366, "height": 768})
+    context.set_default_timeout(60_000)  # generous on a loaded machine; a real failure still fails
     page = context.new_page()
     console: list[str] = []
     requests: list[str] = []

@@ -50,6 +50,7 @@ def report_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _open(browser: Browser, path: Path, width: int = 1366, height: int = 768) -> Iterator[Loaded]:
     context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(60_000)  # generous on a loaded machine; a real failure still fails
     page = context.new_page()
     loaded = Loaded(page)
 
