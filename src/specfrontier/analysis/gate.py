@@ -5,10 +5,13 @@ greedy request must yield the same text with or without speculation. A setting w
 a bug users must see (n-gram speculation "corrupting output" has been reported), so it is marked
 unsafe and left out of recommendations unless the config says `allow_unsafe: true`.
 
-What counts as a difference: a speculative request whose output text differs from the baseline's for
-the same prompt, workload and concurrency level (the baseline's reference is its most common output for
-that prompt over repeats). Comparing at the same level matters: a batch of C requests runs different
-matrix shapes than one request, so even the baseline is not bit-identical across levels.
+What counts as a difference: a speculative request whose output text matches none of the baseline's
+outputs for the same prompt, workload and concurrency level. Every output the baseline itself produced
+over its repeats is one that the engine's numerics can give without speculation (under continuous
+batching the batch a request shares changes from repeat to repeat, and with it the rounding), so it is
+not held against the setting. Comparing at the same level matters: a batch of C requests runs other
+matrix shapes than one request. The baseline's own divergence (its requests that differ from its most
+common output) is reported beside each result as the noise floor.
 
 Why a tolerance (`divergence_tolerance`, default 0.1 = 10% of compared requests): engines do not
 promise bit-exact greedy outputs across batch shapes. llama.cpp and vLLM both document that results
@@ -103,6 +106,7 @@ def correctness_gate(
     reference = {
         (w, lv, p): Counter(texts).most_common(1)[0][0] for (s, w, lv, p), texts in outputs.items() if s == baseline
     }
+    allowed = {(w, lv, p): set(texts) for (s, w, lv, p), texts in outputs.items() if s == baseline}
     base_stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     stats: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     found: dict[tuple[str, str], list[Divergence]] = defaultdict(list)
@@ -111,11 +115,14 @@ def correctness_gate(
         if ref is None:
             continue
         for text in texts:
-            target = base_stats[w] if s == baseline else stats[(s, w)]
-            target[0] += 1
-            if text != ref:
-                target[1] += 1
-                if s != baseline and len(found[(s, w)]) < examples:
+            if s == baseline:
+                base_stats[w][0] += 1
+                base_stats[w][1] += text != ref
+                continue
+            stats[(s, w)][0] += 1
+            if text not in allowed[(w, lv, p)]:
+                stats[(s, w)][1] += 1
+                if len(found[(s, w)]) < examples:
                     at = _first_diff(ref, text)
                     found[(s, w)].append(Divergence(p, lv, at, _excerpt(ref, at), _excerpt(text, at)))
     return [

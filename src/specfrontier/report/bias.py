@@ -112,9 +112,9 @@ def gate_table(data: RunData) -> Table | None:
         ["setting", "workload", "differ", "rate", "baseline self", "verdict", "first difference"],
         rows,
         [
-            "differ = requests whose output text differs from the baseline's most common output for the same "
-            "prompt, workload and level; baseline self = the baseline's own repeats that differ from it (the "
-            "noise floor of batch-shape numerics).",
+            "differ = requests whose output text matches none of the baseline's outputs for the same prompt, "
+            "workload and level; baseline self = the baseline's requests that differ from its own most common "
+            "output (the noise floor of batch-shape numerics).",
             f"unsafe = rate > divergence_tolerance = {tolerance:.0%} (engines do not promise bit-exact greedy "
             f"outputs across batch shapes; a broken setting differs on most requests); {effect}.",
         ],

@@ -104,3 +104,16 @@ def test_an_unsafe_setting_is_left_out_of_recommendations_unless_allowed(tmp_pat
     assert [r.setting for r in recommend(data)] == ["baseline"]
     store, run_id = _store_run(tmp_path, allow_unsafe=True)
     assert [r.setting for r in recommend(load_run(store, run_id))] == ["broken"]
+
+
+def test_an_output_the_baseline_itself_produced_is_not_held_against_the_setting() -> None:
+    other = _altered(2)  # batching gave the baseline other text for p0 and p1 in one of its repeats
+    rows = [
+        _row("baseline", "w@greedy", 4, 0, TEXTS),
+        _row("baseline", "w@greedy", 4, 1, TEXTS),
+        _row("baseline", "w@greedy", 4, 2, other),
+        _row("ngram", "w@greedy", 4, 0, other),
+    ]
+    (result,) = correctness_gate(rows, "baseline", 0.0)
+    assert (result.diverged, result.compared, result.unsafe) == (0, 10, False)
+    assert (result.baseline_diverged, result.baseline_compared) == (2, 30)  # the noise floor, reported
