@@ -83,12 +83,16 @@ async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_orde
     # the parent's window and need no conversion.
     assert all(t0 <= r.send_ns <= r.end_ns <= t1 for r in records)
     assert health.workers == 2 and len(health.cpu_fraction) == 2
+    assert health.loops == ("uvloop", "uvloop")  # workers run nothing but the client, on uvloop
     assert health.events == 24  # content + usage per request, summed over both workers
     assert health.lag_samples > 0
 
 
-async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(server: CountingServer) -> None:
+async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(
+    server: CountingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.hold_s = 0.05
+    monkeypatch.setenv("SPECFRONTIER_WORKER_LOOP", "asyncio")  # the A/B switch: the standard loop
     async with StreamingClient(server.url) as client:
         records, facts, health = await measure_open_loop(
             client, PROMPTS, Sampling(), rate=40.0, requests=10, max_in_flight=4, workers=2
@@ -98,7 +102,7 @@ async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(server: C
     assert facts["sent"] == 10 and facts["client_workers"] == 2 and facts["max_in_flight"] == 4
     assert facts["send_lag_p50_ms"] >= 0.0  # nobody sends before its scheduled time, on either worker
     assert server.peak <= 4  # the cap, split 2 + 2 over the workers
-    assert health.workers == 2
+    assert health.workers == 2 and health.loops == ("asyncio", "asyncio")
 
 
 def _broken_extractor(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
