@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -33,19 +34,28 @@ PROMPTS = [
 
 @dataclass
 class CountingServer:
-    """Answers every request after `hold_s`, tracking the peak number in flight."""
+    """Answers every request after `hold_s`, or, with `gate_at`, holds requests until that many were in
+    flight at once (10 s at most), so a slow-starting worker on a busy machine cannot hide the peak."""
 
     hold_s: float = 0.2
+    gate_at: int | None = None
     url: str = ""
     open_now: int = 0
     peak: int = 0
     served: int = 0
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         await request.read()
         self.open_now += 1
         self.peak = max(self.peak, self.open_now)
-        await asyncio.sleep(self.hold_s)
+        if self.gate_at is not None:
+            if self.open_now >= self.gate_at:
+                self.gate.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.gate.wait(), timeout=10.0)
+        else:
+            await asyncio.sleep(self.hold_s)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
@@ -66,10 +76,12 @@ async def server() -> AsyncIterator[CountingServer]:
     await test_server.start_server()
     state.url = str(test_server.make_url("/"))
     yield state
+    state.gate.set()
     await test_server.close()
 
 
 async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_order(server: CountingServer) -> None:
+    server.gate_at = 6
     t0 = time.perf_counter_ns()
     async with StreamingClient(server.url) as client:
         records, health = await measure_closed_loop(
