@@ -48,7 +48,7 @@ def test_bootstrap_of_three_repeats_is_their_range() -> None:
 def test_bootstrap_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="no values"):
         bootstrap_ci([])
-    with pytest.raises(ValueError, match="confidence = 1.5"):
+    with pytest.raises(ValueError, match=r"confidence = 1\.5"):
         bootstrap_ci([1.0, 2.0], confidence=1.5)
     with pytest.raises(ValueError, match="resamples = 0"):
         bootstrap_ci([1.0, 2.0], resamples=0)
