@@ -33,6 +33,7 @@ from specfrontier.engines.sglang import capacity_from_server_info, spec_stats_fr
 from specfrontier.errors import ConfigError, EngineError, EngineResponseError
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.load.open_loop import measure_open_loop
+from specfrontier.load.workers import measure_closed_loop, monitored
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, RequestSpecStats, Sampling, SpecCounters
 from specfrontier.store import Store
@@ -347,23 +348,26 @@ class Bench:
         records: list[RequestRecord]
         if o.open_loop:
             rate, concurrency = float(level), o.max_in_flight or 0
-            records, facts = await measure_open_loop(
+            (records, facts), health = await monitored(
                 client,
-                self.prompts,
-                self.sampling,
-                rate=rate,
-                burstiness=o.burstiness,
-                seed=o.seed,
-                requests=o.requests,
-                duration_s=o.duration_s,
-                warmup_s=o.warmup_s,
-                cooldown_s=o.cooldown_s,
-                max_in_flight=o.max_in_flight,
+                measure_open_loop(
+                    client,
+                    self.prompts,
+                    self.sampling,
+                    rate=rate,
+                    burstiness=o.burstiness,
+                    seed=o.seed,
+                    requests=o.requests,
+                    duration_s=o.duration_s,
+                    warmup_s=o.warmup_s,
+                    cooldown_s=o.cooldown_s,
+                    max_in_flight=o.max_in_flight,
+                ),
             )
         else:
             concurrency = int(level)
             rounds = -(-o.rounds_per_cell * concurrency // len(self.prompts)) * len(self.prompts)
-            records = await run_closed_loop(
+            records, health = await measure_closed_loop(
                 client, self.prompts, self.sampling, concurrency=concurrency, num_requests=rounds
             )
         after = await _metrics_counters(session, o.root, self.facts.engine)
@@ -379,6 +383,7 @@ class Bench:
             acceptance_source=source,
             request_rate=rate,
             load=facts,
+            client_health=health.to_json(),
         )
         if self.on_cell_done is not None:
             self.on_cell_done(

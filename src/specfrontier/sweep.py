@@ -34,6 +34,7 @@ from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.load.open_loop import measure_open_loop
+from specfrontier.load.workers import measure_closed_loop, monitored
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
 from specfrontier.server import ServerProcess, free_port, tail_of
@@ -250,22 +251,25 @@ class Sweep:
         before = await self.adapter.spec_counters(session, base_url=client.base_url)
         if load.mode == "open":
             rate, concurrency = float(level), load.max_in_flight or 0
-            records, facts = await measure_open_loop(
+            (records, facts), health = await monitored(
                 client,
-                self.prompts,
-                self.sampling,
-                rate=rate,
-                burstiness=load.burstiness,
-                seed=load.seed,
-                requests=load.requests,
-                duration_s=load.duration_s,
-                warmup_s=load.warmup_s,
-                cooldown_s=load.cooldown_s,
-                max_in_flight=load.max_in_flight,
+                measure_open_loop(
+                    client,
+                    self.prompts,
+                    self.sampling,
+                    rate=rate,
+                    burstiness=load.burstiness,
+                    seed=load.seed,
+                    requests=load.requests,
+                    duration_s=load.duration_s,
+                    warmup_s=load.warmup_s,
+                    cooldown_s=load.cooldown_s,
+                    max_in_flight=load.max_in_flight,
+                ),
             )
         else:
             concurrency = int(level)
-            records = await run_closed_loop(
+            records, health = await measure_closed_loop(
                 client,
                 self.prompts,
                 self.sampling,
@@ -294,6 +298,7 @@ class Sweep:
             acceptance_source=source,
             request_rate=rate,
             load=facts,
+            client_health=health.to_json(),
         )
         if self.events.on_cell_done:
             self.events.on_cell_done(

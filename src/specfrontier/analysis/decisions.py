@@ -217,8 +217,23 @@ def recommend(data: RunData) -> list[Recommendation]:
             note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie" + (
                 "; the cheaper setting is recommended)" if cheaper else ")"
             )
+        distorted = _client_saturated_evidence(data, group)
+        if distorted:
+            note += f"; WARNING: client saturated at {', '.join(distorted)}: this evidence may be distorted"
         out.append(Recommendation(name, levels, data.setting(name).command, solid, note))
     return out
+
+
+def _client_saturated_evidence(data: RunData, group: list[Best]) -> list[str]:
+    """'<setting> at <level>' for every cell a recommendation rests on (the chosen setting and its
+    runner-up at each level) whose client was saturated in some repeat."""
+    found = []
+    for b in group:
+        for name in (b.setting, b.runner_up):
+            cell = data.cell(name, b.concurrency) if name else None
+            if cell is not None and cell.client_saturated:
+                found.append(f"{name} {data.level_text(b.concurrency)}")
+    return found
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specfrontier.load.health import saturated
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
@@ -99,6 +100,8 @@ class CellSummary:
     """Per repeat, per-second figures of the window (see `specfrontier.timeslices`)."""
     spikes: tuple[tuple[int, Spike], ...] = ()
     """(repeat, spike) for every slice whose p99 exceeds SPIKE_FACTOR x that repeat's median."""
+    client_health: tuple[dict[str, Any], ...] = ()
+    """Per repeat with it recorded: the client's lag, CPU and saturation (`load.health.ClientHealth`)."""
 
     @property
     def level(self) -> float:
@@ -120,6 +123,12 @@ class CellSummary:
         """Aggregate tok/s relative MAD over repeats above 10% (docs/metrics.md)."""
         rel = self.aggregate_tok_s.relative_mad
         return rel is not None and rel > NOISY_RELATIVE_MAD
+
+    @property
+    def client_saturated(self) -> bool:
+        """Some repeat's client was saturated (lag or CPU over `load.health` limits): its figures may be
+        distorted by the client, not the server, so they are not trusted as evidence without a warning."""
+        return any(saturated(h) for h in self.client_health)
 
     @property
     def client_limited(self) -> bool:
@@ -225,6 +234,7 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
         load=tuple(row.load for row, _ in group if row.load is not None),
         slices=slices,
         spikes=found,
+        client_health=tuple(row.client_health for row, _ in group if row.client_health is not None),
     )
 
 

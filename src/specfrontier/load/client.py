@@ -231,6 +231,10 @@ class StreamingClient:
         self._session = session
         self._owns_session = session is None
         self._closed = False
+        self.reads = 0
+        """Network reads of streamed bodies so far (client health: events per read, per second)."""
+        self.events = 0
+        """SSE events parsed so far."""
 
     async def __aenter__(self) -> Self:
         return self
@@ -249,6 +253,18 @@ class StreamingClient:
         if self._owns_session and self._session is not None:
             await self._session.close()
         self._session = None
+
+    def pool_limit(self) -> int | None:
+        """The connection cap of the session's connector (None: no cap), so a load pattern can refuse a
+        concurrency the pool would silently serialise. Our own session has none (`limit=0`); an injected
+        session may have aiohttp's default of 100 (or a per-host cap)."""
+        if self._session is None:
+            return None
+        connector = self._session.connector
+        if connector is None:
+            return None
+        caps = [c for c in (connector.limit, connector.limit_per_host) if c]
+        return min(caps) if caps else None
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._closed:
@@ -289,8 +305,7 @@ class StreamingClient:
             error = f"connection error: {_describe(exc)}"[:_ERROR_BODY_CHARS]
         return state.record(prompt.prompt_id, send_ns, end_ns, error)
 
-    @staticmethod
-    async def _consume(resp: aiohttp.ClientResponse, state: _StreamState) -> tuple[str | None, int]:
+    async def _consume(self, resp: aiohttp.ClientResponse, state: _StreamState) -> tuple[str | None, int]:
         """Read the stream to its end; return (error or None, end time).
 
         The end time of a good stream is the read that carried `[DONE]`; the rest of the body is still
@@ -299,8 +314,10 @@ class StreamingClient:
         parser = SSEParser()
         done_ns: int | None = None
         async for data in resp.content.iter_any():
-            t_ns = time.perf_counter_ns()
+            t_ns = time.perf_counter_ns()  # first thing after the read returns: parsing is never charged
+            self.reads += 1
             for event in parser.feed(data):
+                self.events += 1
                 error = state.on_event(event, t_ns)
                 if error is not None:
                     return error, t_ns

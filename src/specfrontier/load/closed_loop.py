@@ -15,6 +15,17 @@ from specfrontier.load.client import StreamingClient
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
 
+def check_pool(client: StreamingClient, streams: int) -> None:
+    """Refuse a load the client's connection pool would silently cap (requests would queue in aiohttp
+    instead of in the server, and the measured concurrency would not be the one reported)."""
+    cap = client.pool_limit()
+    if cap is not None and cap < streams:
+        raise ValueError(
+            f"concurrency = {streams}: the client's connection pool allows only {cap} connections; "
+            "fix: give the session aiohttp.TCPConnector(limit=0, limit_per_host=0) or let StreamingClient create it"
+        )
+
+
 async def run_closed_loop(
     client: StreamingClient,
     prompts: Sequence[Prompt],
@@ -36,6 +47,7 @@ async def run_closed_loop(
         raise ValueError(f"num_requests must be >= 0, got {num_requests}")
     if not prompts:
         raise ValueError("prompts must not be empty")
+    check_pool(client, min(concurrency, num_requests))
     records: list[RequestRecord | None] = [None] * num_requests
     next_index = 0
 
@@ -55,4 +67,4 @@ async def run_closed_loop(
     return done
 
 
-__all__ = ["run_closed_loop"]
+__all__ = ["check_pool", "run_closed_loop"]

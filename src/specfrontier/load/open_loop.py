@@ -122,6 +122,13 @@ async def run_open_loop(
         raise ValueError("prompts must not be empty")
     if max_in_flight is not None and max_in_flight < 1:
         raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+    cap = client.pool_limit()
+    if cap is not None and (max_in_flight is None or max_in_flight > cap):
+        raise ValueError(
+            f"max_in_flight = {max_in_flight}: the client's connection pool allows only {cap} connections, "
+            "so arrivals beyond it would wait in the client unseen; fix: give the session "
+            "aiohttp.TCPConnector(limit=0, limit_per_host=0) or let StreamingClient create it"
+        )
     slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
     records: list[RequestRecord | None] = [None] * len(offsets)
     start_ns = time.perf_counter_ns()

@@ -54,6 +54,13 @@ class CellExport(_Export):
     requests: int = Field(description="Requests over all repeats.")
     errors: int = Field(description="Failed requests over all repeats.")
     noisy: bool = Field(description="Aggregate tok/s MAD over repeats > 10% of the median.")
+    client_saturated: bool = Field(
+        description="Some repeat's client was saturated (lag p99 or CPU over the limits): figures not trusted."
+    )
+    client_health: list[dict[str, Any]] = Field(
+        description="Per repeat: client event-loop lag p50/p99/max (ms), CPU share of a core per worker, "
+        "reads, events, workers, saturated and why."
+    )
     spread: dict[str, dict[str, Any]] = Field(
         description="Per figure over repeats: median, min, max, MAD, relative MAD, 95% bootstrap CI of the median."
     )
@@ -85,6 +92,8 @@ def _cell(data: RunData, c: CellSummary) -> CellExport:
         requests=c.requests,
         errors=c.errors,
         noisy=c.noisy,
+        client_saturated=c.client_saturated,
+        client_health=list(c.client_health),
         spread={
             "per_request_tok_s_p50": figure_json(c.per_request_tok_s_p50),
             "aggregate_tok_s": figure_json(c.aggregate_tok_s),
@@ -110,6 +119,9 @@ DEFINITIONS = {
     "spike": "a slice whose TTFT or TPOT p99 exceeds 3x the median of that metric over the repeat's requests",
     "open_loop": "arrivals on a seeded gamma schedule (shape = burstiness, mean gap 1/rate); requests scheduled "
     "in warmup_s / the last cooldown_s are sent but not measured",
+    "client_health": "per repeat: event-loop lag = actual - scheduled wake-up of a 5 ms ticker running beside "
+    "the load (p50/p99/max), client CPU = process CPU time / window per worker; saturated when lag p99 > 5 ms "
+    "or CPU > 90% of a core in any worker",
     "first_request": "TTFT and e2e of the very first request on a freshly launched server, before warmup",
 }
 

@@ -18,11 +18,20 @@ from specfrontier.analysis import (
     recommend,
     speedup,
 )
+from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 
 SPREAD_NOTE = (
     "Each figure is the median over repeats; ±x% is half the range (max - min) over repeats, relative to "
     "the median. '~' marks a noisy cell (aggregate tok/s MAD over repeats > 10% of the median); '!' marks a "
     "cell whose achieved concurrency fell below 80% of the requested one (queueing or a capacity limit)."
+)
+
+
+CLIENT_SATURATED_NOTE = (
+    "'c' marks a cell whose client was saturated in some repeat (event-loop lag p99 > "
+    f"{LAG_P99_LIMIT_MS:g} ms or client CPU > {CPU_LIMIT:.0%} of a core): the client, not the server, "
+    "may have set its figures, so it is not "
+    "trusted as evidence (see the flags)."
 )
 
 
@@ -62,6 +71,8 @@ def _flagged(cell: CellSummary | None, get: Callable[[CellSummary], Figure]) -> 
         text += " ~"
     if cell.client_limited:
         text += " !"
+    if cell.client_saturated:
+        text += " c"
     if cell.errors:
         text += f" ({cell.errors} err)"
     return text
@@ -72,6 +83,8 @@ def grid_table(data: RunData, title: str, get: Callable[[CellSummary], Figure], 
     names = data.measured_settings()
     rows = [[str(c)] + [_flagged(data.cell(n, c), get) for n in names] for c in data.concurrency_levels]
     notes = [definition, SPREAD_NOTE] + ([OPEN_LOOP_NOTE] if data.open_loop else [])
+    if any(c.client_saturated for c in data.cells):
+        notes.append(CLIENT_SATURATED_NOTE)
     return Table(title, [data.level_header, *names], rows, notes)
 
 
@@ -209,6 +222,7 @@ def flag_lines(data: RunData) -> list[str]:
             rel = c.aggregate_tok_s.relative_mad or 0.0
             lines.append(f"{c.setting} {at}: noisy (aggregate tok/s MAD over repeats {rel:.0%} of the median)")
         lines += _open_loop_flags(c, at)
+        lines += client_flag_lines(c, at)
         if c.client_limited:
             lines.append(
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
@@ -231,6 +245,16 @@ def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
                 f"{scheduled:.2f} scheduled; send lag p99 {f.get('send_lag_p99_ms', 0.0):.0f} ms)"
             )
             break
+    return lines
+
+
+def client_flag_lines(c: CellSummary, at: str) -> list[str]:
+    """A cell whose client was saturated: which repeats and why (lag or CPU over the limits)."""
+    lines = []
+    for repeat, h in enumerate(c.client_health):
+        if h.get("saturated"):
+            why = "; ".join(h.get("reasons") or []) or "over the client limits"
+            lines.append(f"{c.setting} {at} repeat {repeat + 1}: client saturated ({why}): figures not trusted")
     return lines
 
 
@@ -279,10 +303,12 @@ def all_tables(data: RunData) -> list[Table]:
 
 
 __all__ = [
+    "CLIENT_SATURATED_NOTE",
     "OPEN_LOOP_NOTE",
     "SIMULATED_NOTE",
     "Table",
     "all_tables",
+    "client_flag_lines",
     "crossover_lines",
     "flag_lines",
     "recommendation_lines",

@@ -8,9 +8,12 @@ Cells: `load_mode` 'closed' (the default) has `concurrency` = C users and `reque
 'open' has `request_rate` = the target req/s and `concurrency` = its in-flight cap (0: none), with
 `load_json` holding how the schedule was kept (sent/measured counts, achieved rate, cap waits, send
 lag). `first_ttft_ms`/`first_e2e_ms` of a setting: its very first request after launch (cold start).
+`client_health_json` (NULL: not measured): the client's event-loop lag, CPU per worker process and the
+`saturated` flag for the window (see `specfrontier.load.health`).
 """
 
-SCHEMA_VERSION = 2  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
+SCHEMA_VERSION = 3  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
+# 3: cell.client_health_json (client lag, CPU, saturated flag)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -62,6 +65,7 @@ CREATE TABLE IF NOT EXISTS cell (
     load_mode      TEXT NOT NULL DEFAULT 'closed',
     request_rate   REAL,
     load_json      TEXT,
+    client_health_json TEXT,
     FOREIGN KEY (run_id, setting_id) REFERENCES setting(run_id, setting_id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS cell_key

@@ -75,6 +75,8 @@ class CellRow:
     """Open loop: the target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
     load: dict[str, Any] | None = None
     """Open loop: how the schedule was kept (see `specfrontier.sweep.open_loop_facts`)."""
+    client_health: dict[str, Any] | None = None
+    """The client's lag, CPU and saturation over the window (`ClientHealth.to_json`); None: not measured."""
 
 
 class Store:
@@ -253,6 +255,7 @@ class Store:
         acceptance_source: str | None,
         request_rate: float | None = None,
         load: dict[str, Any] | None = None,
+        client_health: dict[str, Any] | None = None,
     ) -> int:
         """Store one finished repeat of a cell and all its requests in a single transaction.
 
@@ -261,8 +264,8 @@ class Store:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
                 "accepted_tokens, verify_steps, accepted_per_position_json, acceptance_source, load_mode, "
-                "request_rate, load_json) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "request_rate, load_json, client_health_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run_id,
                     setting_id,
@@ -278,6 +281,7 @@ class Store:
                     "closed" if request_rate is None else "open",
                     request_rate,
                     json.dumps(load) if load is not None else None,
+                    json.dumps(client_health) if client_health is not None else None,
                 ),
             )
             cell_id = int(cur.lastrowid or 0)
@@ -335,6 +339,7 @@ class Store:
                     r["load_mode"],
                     r["request_rate"],
                     json.loads(r["load_json"]) if r["load_json"] else None,
+                    json.loads(r["client_health_json"]) if r["client_health_json"] else None,
                 )
             )
         return out

@@ -1,0 +1,99 @@
+"""A cell whose client was saturated: stored, marked 'c' with a legend, flagged, in JSON, and the
+recommendation that rests on it carries a warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from builders import record_ms as _record
+from specfrontier.analysis import load_run, recommend
+from specfrontier.load.health import ClientHealth, WorkerHealth
+from specfrontier.records import RequestRecord
+from specfrontier.report import print_report, report_json, report_markdown
+from specfrontier.store import Store
+
+MS = 1_000_000
+
+
+def _requests(tokens: int) -> list[RequestRecord]:
+    return [_record(t, t + 50, t + 1000, tokens) for t in range(0, 1000, 100)]
+
+
+def _health(lag_ms: float) -> dict[str, object]:
+    worker = WorkerHealth(wall_ns=1000 * MS, cpu_ns=200 * MS, lags_ns=(round(lag_ms * MS),) * 50, reads=9, events=9)
+    return ClientHealth.of([worker]).to_json()
+
+
+def _run(tmp_path: Path) -> tuple[Store, str]:
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
+    for pos, (name, tokens) in enumerate((("baseline", 10), ("spec", 30))):
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
+        store.update_setting(run_id, name, status="done", command=["srv", name])
+        for c in (1, 64):
+            store.record_cell(
+                run_id,
+                setting_id=name,
+                workload="w",
+                concurrency=c,
+                repeat=0,
+                requests=_requests(tokens),
+                counters=None,
+                acceptance_source=None,
+                client_health=_health(40.0 if (name == "spec" and c == 64) else 0.3),
+            )
+    return store, run_id
+
+
+def test_saturated_client_is_stored_marked_flagged_exported_and_warned(tmp_path: Path) -> None:
+    store, run_id = _run(tmp_path)
+    stored = {(c.setting_id, c.concurrency): c.client_health for c in store.cells(run_id)}
+    assert stored[("spec", 64)] is not None and stored[("spec", 64)]["saturated"] is True
+    assert stored[("spec", 1)] is not None and stored[("spec", 1)]["lag_p99_ms"] == 0.3
+
+    data = load_run(store, run_id)
+    spec64 = data.cell("spec", 64)
+    assert spec64 is not None and spec64.client_saturated
+    assert not data.cell("spec", 1).client_saturated  # type: ignore[union-attr]
+
+    console = Console(record=True, width=220)
+    print_report(data, console)
+    text = console.export_text()
+    assert "│ 64 │   52.6 ! │ 157.9 ! c │" in text  # aggregate tok/s: only the saturated cell is marked
+    assert "'c' marks a cell whose client was saturated" in text
+    assert "spec C=64 repeat 1: client saturated (event-loop lag p99 40.0 ms > 5 ms): figures not trusted" in text
+
+    rec = next(r for r in recommend(data) if 64 in r.concurrency)
+    assert rec.setting == "spec" and "WARNING: client saturated at spec C=64" in rec.note
+
+    exported = json.loads(json.dumps(report_json(data)))
+    cell = next(c for c in exported["cells"] if c["setting"]["name"] == "spec" and c["concurrency"] == 64)
+    assert cell["client_saturated"] is True and cell["client_health"][0]["lag_p99_ms"] == 40.0
+    assert "client_health" in exported["definitions"]
+    assert "'c' marks a cell" in report_markdown(data)
+    store.close()
+
+
+def test_cells_without_recorded_health_are_not_flagged(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run(engine="external", config={}, environment={})
+    store.add_setting(run_id, setting_id="b", position=0, name="b", params={}, speculative=False)
+    store.record_cell(
+        run_id,
+        setting_id="b",
+        workload="w",
+        concurrency=1,
+        repeat=0,
+        requests=_requests(5),
+        counters=None,
+        acceptance_source=None,
+    )
+    data = load_run(store, run_id)
+    assert data.cells[0].client_health == () and not data.cells[0].client_saturated
+    console = Console(record=True, width=220)
+    print_report(data, console)
+    assert "'c' marks" not in console.export_text()
+    store.close()
