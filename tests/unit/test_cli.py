@@ -140,7 +140,9 @@ def test_report_terminal(
     assert "llama-server --alias ngram" in out
 
 
-@pytest.mark.parametrize(("fmt", "marker"), [("json", '"run_id"'), ("markdown", "### Recommendation")])
+@pytest.mark.parametrize(
+    ("fmt", "marker"), [("json", '"run_id"'), ("markdown", "### Recommendation"), ("csv", "run_id,setting,")]
+)
 def test_report_output_file(
     stored: tuple[Path, str],
     tmp_path: Path,
@@ -314,3 +316,16 @@ def _processes_named(name: str) -> set[str]:
         except OSError:
             continue
     return pids
+
+
+def test_report_html_to_a_file_and_next_to_the_store(
+    stored: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id = stored
+    target = tmp_path / "page.html"
+    code, out, _ = _cli(monkeypatch, capsys, "report", run_id, "--store", str(path), "-f", "html", "-o", str(target))
+    assert code == 0 and str(target) in out
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    code, out, _ = _cli(monkeypatch, capsys, "report", run_id, "--store", str(path), "-f", "html")
+    beside = path.with_name(f"{path.stem}-{run_id}.html")
+    assert code == 0 and beside.is_file() and beside.name in out.replace("\n", "")

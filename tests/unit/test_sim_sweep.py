@@ -115,12 +115,16 @@ def test_cli_runs_the_simulator_and_reports_json(
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code == 0
-    assert "SIMULATED" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "SIMULATED" in out
     monkeypatch.setattr(sys, "argv", ["specfrontier", "runs", "--json", "--store", str(store)])
     with pytest.raises(SystemExit):
         main()
     runs = json.loads(capsys.readouterr().out)
     assert [(r["engine"], r["status"]) for r in runs] == [("sim", "done")]
+    page = tmp_path / f"s-{runs[0]['id']}.html"  # tune writes the HTML report next to the store
+    assert f"HTML report: {page}" in out.replace("\n", "")
+    assert "SIMULATED" in page.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
