@@ -1,0 +1,156 @@
+"""Cycle time T(B, setting): one draft + verify iteration over B running requests (theory 2.1, 6.1).
+
+Three forms, each linear in non-negative coefficients once one shape parameter is fixed:
+
+- dense:    T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cv*B*D
+- moe:      dense + ce * (1 - (1 - rho)^(B*D))   expert coverage (MoESD): distinct experts touched by the
+            B*D verified tokens, E*(1-(1-k/E)^n), with E folded into ce; rho = k/E is known from the model
+            card or chosen on a grid
+- roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   flat while memory-bound, then
+            linear in verified tokens past the ridge n0 (chosen on a grid)
+
+s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
+draft cost). Coefficients are fitted by non-negative least squares on RELATIVE residuals (T_pred/T_obs - 1),
+so a 2 ms and a 40 ms cycle weigh the same, and every term stays physical (no negative costs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from specfrontier.model.types import SettingParams
+
+Matrix = NDArray[np.float64]
+FORMS = ("dense", "moe", "roofline")
+RHO_GRID = tuple(float(x) for x in np.geomspace(1 / 1024, 1 / 4, 11))
+RIDGE_GRID = (8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleObservation:
+    """A cycle time derived from a measured figure: T_obs = 1000 * tau / v (ms) at B running requests."""
+
+    batch: int
+    params: SettingParams
+    cycle_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class CycleModel:
+    """A fitted form: its shape parameter, the drafter families it knows, and the coefficients (ms)."""
+
+    form: str
+    shape: float | None
+    families: tuple[str, ...]
+    coefficients: tuple[float, ...]
+
+    def cycle_ms(self, batch: int, params: SettingParams) -> float:
+        row = features(self.form, self.shape, self.families, batch, params)
+        return float(row @ np.asarray(self.coefficients))
+
+    def terms(self) -> dict[str, float]:
+        """Coefficient per named term, for reports."""
+        return dict(zip(term_names(self.form, self.families), self.coefficients, strict=True))
+
+
+def term_names(form: str, families: Sequence[str]) -> list[str]:
+    names = ["fixed_ms", "per_request_ms"]
+    for f in families:
+        names += [f"draft_step_ms[{f}]", f"draft_token_ms[{f}]"]
+    names += {"dense": ["verify_token_ms"], "moe": ["expert_coverage_ms", "verify_token_ms"]}.get(
+        form, ["compute_token_ms"]
+    )
+    return names
+
+
+def features(form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams) -> Matrix:
+    """The design row of one (B, setting) for `form`."""
+    b = float(batch)
+    n = b * params.verified
+    row = [1.0, b]
+    for f in families:
+        own = params.speculative and params.family == f
+        row += [params.steps if own else 0.0, params.steps * b * params.topk if own else 0.0]
+    if form == "dense":
+        row.append(n)
+    elif form == "moe":
+        assert shape is not None
+        row += [1.0 - (1.0 - shape) ** n, n]
+    elif form == "roofline":
+        assert shape is not None
+        row.append(max(0.0, n - shape))
+    else:
+        raise ValueError(f"unknown cycle form {form!r}")
+    return np.asarray(row, dtype=np.float64)
+
+
+def nnls(a: Matrix, b: Matrix, *, max_iterations: int = 200) -> Matrix:
+    """Lawson-Hanson non-negative least squares: argmin ||A x - b|| subject to x >= 0.
+
+    Written here rather than adding scipy for one routine. The systems are tiny (tens of rows, under ten
+    columns), so each passive-set solve uses the normal equations (with a 1e-12 relative ridge against
+    exactly collinear terms), which is much cheaper than a fresh SVD per step."""
+    n = a.shape[1]
+    ata = a.T @ a
+    atb = a.T @ b
+    ridge = 1e-12 * max(1.0, float(np.trace(ata)))
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    w = atb - ata @ x
+    tol = 1e-10 * max(1.0, float(np.abs(atb).max(initial=0.0)))
+    for _ in range(max_iterations):
+        if passive.all() or w[~passive].max(initial=-np.inf) <= tol:
+            break
+        passive[int(np.argmax(np.where(passive, -np.inf, w)))] = True
+        while True:
+            z = np.zeros(n)
+            sub = ata[np.ix_(passive, passive)] + ridge * np.eye(int(passive.sum()))
+            z[passive] = np.linalg.solve(sub, atb[passive])
+            if (z[passive] > 0).all():
+                x = z
+                break
+            mask = passive & (z <= 0)
+            step = np.min(x[mask] / np.maximum(x[mask] - z[mask], 1e-300))
+            x = x + step * (z - x)
+            passive &= x > 1e-12
+            x[~passive] = 0.0
+            if not passive.any():
+                break
+        w = atb - ata @ x
+    return x
+
+
+def shapes(form: str, rho: float | None) -> tuple[float | None, ...]:
+    """The shape parameters a form is tried with: rho known from the model card, else the grid."""
+    if form == "moe":
+        return (rho,) if rho is not None else RHO_GRID
+    if form == "roofline":
+        return RIDGE_GRID
+    return (None,)
+
+
+def fit_form(
+    form: str, shape: float | None, families: Sequence[str], observations: Sequence[CycleObservation]
+) -> tuple[CycleModel, float]:
+    """Fit one form with a fixed shape; returns the model and its RMS relative residual on `observations`."""
+    rows = np.vstack([features(form, shape, families, o.batch, o.params) / o.cycle_ms for o in observations])
+    coef = nnls(rows, np.ones(len(observations)))
+    resid = rows @ coef - 1.0
+    rms = float(np.sqrt(np.mean(resid**2)))
+    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef)), rms
+
+
+__all__ = [
+    "FORMS",
+    "CycleModel",
+    "CycleObservation",
+    "features",
+    "fit_form",
+    "nnls",
+    "shapes",
+    "term_names",
+]
