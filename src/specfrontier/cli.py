@@ -97,6 +97,8 @@ def _events(quiet: bool) -> SweepEvents:
         per = f"{m.per_request_tok_s_p50:.1f}" if m.per_request_tok_s_p50 is not None else "-"
         errs = f", [red]{m.errors} errors[/red]" if m.errors else ""
         level = f"C={done.concurrency}" if done.request_rate is None else f"{done.request_rate:g} req/s"
+        if "@" in done.workload:  # a `workloads:` key; the single-workload label is long and says nothing new
+            level = f"{done.workload} {level}"
         console.print(f"  {level} repeat {done.repeat + 1}: {agg} tok/s aggregate, {per} tok/s per request{rate}{errs}")
 
     return SweepEvents(start, ready, failed, cell)

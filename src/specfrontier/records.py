@@ -26,6 +26,9 @@ class Prompt:
     """(role, content) pairs, for `api == "chat"`."""
     text: str = ""
     """The raw prompt, for `api == "completion"`."""
+    seed: int | None = None
+    """Per-request sampling seed (overrides the cell's `Sampling.seed`): the same prompt gets the same
+    seed under every setting, so sampled outputs differ by the setting, not by the draw."""
 
 
 @dataclass(frozen=True, slots=True)

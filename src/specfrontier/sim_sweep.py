@@ -50,6 +50,11 @@ class VirtualSweep:
         if not isinstance(self.config.engine, SimEngine):
             raise ConfigError("engine.name: the virtual sweep needs engine.name = sim; fix: set engine.name: sim")
         self.engine: SimEngine = self.config.engine
+        if self.config.workloads:
+            raise ConfigError(
+                "workloads: the virtual simulator models one workload class (engine.workload_class); "
+                "fix: use engine.face: http to send real prompt sets, or drop workloads"
+            )
         if self.config.load.mode != "closed":
             raise ConfigError(
                 "load.mode = 'open': the virtual simulator models closed-loop cells only; "

@@ -2,11 +2,13 @@
 
     for setting:  launch -> ready (startup time) -> capacity read-back -> first request (cold start)
                   -> warmup (unmeasured)
-        for repeat:  for concurrency (or rate, open loop):  counters -> window -> counters -> store
+        for repeat:  for workload:  for concurrency (or rate, open loop):  counters -> window -> counters -> store
     stop the server (process group), always
 
 Every window sends whole passes over the prompt set (request i uses prompt i mod n), so each cell sees
-each prompt equally often and cells at different concurrency levels measure the same mix.
+each prompt equally often and cells at different concurrency levels measure the same mix. A config with
+`workloads:` measures each workload in its own cells (key `<source>@<sampling>`, `workloads.resolve`);
+one with the single `workload:` keeps its historical label (`workload_label`).
 
 Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
 levels instead of biasing one. In open-loop mode (`load.mode: open`) a cell is one request rate: the
@@ -40,6 +42,7 @@ from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
 from specfrontier.server import ServerProcess, free_port, tail_of
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
+from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
 
 PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
 PER_REQUEST_EXACT_SOURCE = "per-request meta_info (sum of correct drafts and verify steps over the window's requests)"
@@ -54,6 +57,8 @@ class CellDone:
     counters: SpecCounters | None
     request_rate: float | None = None
     """Open loop: the cell's target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
+    workload: str = ""
+    """The cell's workload key."""
 
 
 @dataclass(slots=True)
@@ -103,6 +108,8 @@ class Sweep:
         w = config.workload
         self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
         self.prompts: list[Prompt] = []
+        self.workloads: list[ResolvedWorkload] = []
+        """Every workload the cells measure, in config order (filled by `prepare`)."""
 
     @property
     def store(self) -> Store:
@@ -118,8 +125,16 @@ class Sweep:
     def prepare(self) -> None:
         """Every check that can fail before a server is launched (config, binary, flags, prompts)."""
         self.adapter.prepare(self.config.settings)
-        w = self.config.workload
-        self.prompts = load_prompts(w.prompts, max_tokens=w.max_tokens, api=w.api)
+        if self.config.workloads:
+            self.workloads = [
+                resolve_workload(spec, where=f"workloads[{i}]") for i, spec in enumerate(self.config.workloads)
+            ]
+        else:
+            w = self.config.workload
+            prompts = tuple(load_prompts(w.prompts, max_tokens=w.max_tokens, api=w.api))
+            self.workloads = [ResolvedWorkload(self.workload, prompts, self.sampling, greedy=w.temperature == 0.0)]
+        first = self.workloads[0]
+        self.workload, self.prompts, self.sampling = first.key, list(first.prompts), first.sampling
 
     def new_run(self) -> str:
         run_id = self.store.create_run(
@@ -143,22 +158,24 @@ class Sweep:
             raise
         self.store.set_run_status(run_id, "done")
 
-    def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, float]]:
-        """(repeat, level) still to measure: level is C (closed loop) or the rate in req/s (open loop)."""
+    def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, ResolvedWorkload, float]]:
+        """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""
         if self.config.load.mode == "open":
             done_open = self.store.done_open_cells(run_id)
             return [
-                (repeat, rate)
+                (repeat, wl, rate)
                 for repeat in range(self.config.repeats)
+                for wl in self.workloads
                 for rate in self.config.load.rates
-                if (setting.name, self.workload, rate, repeat) not in done_open
+                if (setting.name, wl.key, rate, repeat) not in done_open
             ]
         done = self.store.done_cells(run_id)
         return [
-            (repeat, c)
+            (repeat, wl, c)
             for repeat in range(self.config.repeats)
+            for wl in self.workloads
             for c in self.config.concurrency
-            if (setting.name, self.workload, c, repeat) not in done
+            if (setting.name, wl.key, c, repeat) not in done
         ]
 
     async def _run_setting(self, run_id: str, setting: SettingLike) -> None:
@@ -198,15 +215,16 @@ class Sweep:
                 ) as client:
                     await self._first_request(run_id, setting, client)
                     top = max(self.config.concurrency)
-                    await run_closed_loop(  # unmeasured: first-request costs, allocator and cache warm-up
-                        client,
-                        self.prompts,
-                        self.sampling,
-                        concurrency=top,
-                        num_requests=self.config.warmup_rounds * top,
-                    )
-                    for repeat, level in todo:
-                        await self._run_cell(run_id, setting, server, session, client, level, repeat)
+                    for wl in self.workloads:  # unmeasured: first-request costs, allocator and cache warm-up
+                        await run_closed_loop(
+                            client,
+                            list(wl.prompts),
+                            wl.sampling,
+                            concurrency=top,
+                            num_requests=self.config.warmup_rounds * top,
+                        )
+                    for repeat, wl, level in todo:
+                        await self._run_cell(run_id, setting, server, session, client, level, repeat, wl)
             self.store.update_setting(run_id, setting.name, status="done")
         except EngineError as exc:
             tail = exc.log_tail if isinstance(exc, EngineStartError) else tail_of(log_path)
@@ -243,8 +261,11 @@ class Sweep:
         client: StreamingClient,
         level: float,
         repeat: int,
+        workload: ResolvedWorkload | None = None,
     ) -> None:
         """One cell: closed loop with C = `level` users, or open loop at `level` req/s (config.load.mode)."""
+        wl = workload or self.workloads[0]
+        prompts = list(wl.prompts)
         load = self.config.load
         rate: float | None = None
         facts: dict[str, Any] | None = None
@@ -255,8 +276,8 @@ class Sweep:
                 client,
                 measure_open_loop(
                     client,
-                    self.prompts,
-                    self.sampling,
+                    prompts,
+                    wl.sampling,
                     rate=rate,
                     burstiness=load.burstiness,
                     seed=load.seed,
@@ -271,10 +292,10 @@ class Sweep:
             concurrency = int(level)
             records, health = await measure_closed_loop(
                 client,
-                self.prompts,
-                self.sampling,
+                prompts,
+                wl.sampling,
                 concurrency=concurrency,
-                num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(self.prompts)),
+                num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
             )
         records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()
@@ -290,7 +311,7 @@ class Sweep:
         self.store.record_cell(
             run_id,
             setting_id=setting.name,
-            workload=self.workload,
+            workload=wl.key,
             concurrency=concurrency,
             repeat=repeat,
             requests=records,
@@ -302,7 +323,15 @@ class Sweep:
         )
         if self.events.on_cell_done:
             self.events.on_cell_done(
-                CellDone(setting.name, concurrency, repeat, cell_metrics(records), counters, request_rate=rate)
+                CellDone(
+                    setting.name,
+                    concurrency,
+                    repeat,
+                    cell_metrics(records),
+                    counters,
+                    request_rate=rate,
+                    workload=wl.key,
+                )
             )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specfrontier.load.health import saturated
@@ -139,11 +139,40 @@ class CellSummary:
 
 @dataclass(frozen=True, slots=True)
 class RunData:
-    """Everything a report needs about one run, read from the store."""
+    """Everything a report needs about one run, read from the store.
+
+    A run may measure several workloads (`workloads:` in the config; the cell key `<source>@<sampling>`).
+    Rankings only make sense within one workload, so the decision functions (best per concurrency,
+    crossovers, recommendation) are meant for a one-workload view: `for_workload(w)` or
+    `workload_views()`. On a one-workload run the run itself is that view.
+    """
 
     run: RunRow
     settings: tuple[SettingRow, ...]
     cells: tuple[CellSummary, ...]
+
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        """Workload keys of the measured cells, sorted."""
+        return tuple(sorted({c.workload for c in self.cells}))
+
+    @property
+    def multi_workload(self) -> bool:
+        return len(self.workloads) > 1
+
+    def for_workload(self, workload: str) -> RunData:
+        """The same run restricted to one workload's cells (settings unchanged)."""
+        return replace(self, cells=tuple(c for c in self.cells if c.workload == workload))
+
+    def workload_views(self) -> list[tuple[str, RunData]]:
+        """(workload, one-workload view) per measured workload; a run without cells gives one empty view."""
+        if not self.cells:
+            return [("", self)]
+        return [(w, self.for_workload(w)) for w in self.workloads]
+
+    def without_settings(self, names: set[str] | frozenset[str]) -> RunData:
+        """The run with some settings' cells removed (e.g. settings the correctness gate marked unsafe)."""
+        return replace(self, cells=tuple(c for c in self.cells if c.setting not in names))
 
     @property
     def concurrency_levels(self) -> tuple[float, ...]:
@@ -166,9 +195,17 @@ class RunData:
     def baseline(self) -> str | None:
         return next((s.name for s in self.settings if not s.speculative), None)
 
-    def cell(self, setting: str, concurrency: float) -> CellSummary | None:
-        """The cell of `setting` at a level (C, or the rate of an open-loop run)."""
-        return next((c for c in self.cells if c.setting == setting and c.level == concurrency), None)
+    def cell(self, setting: str, concurrency: float, workload: str | None = None) -> CellSummary | None:
+        """The cell of `setting` at a level (C, or the rate of an open-loop run), in `workload` if given
+        (without it, the first match: use a one-workload view on a multi-workload run)."""
+        return next(
+            (
+                c
+                for c in self.cells
+                if c.setting == setting and c.level == concurrency and (workload is None or c.workload == workload)
+            ),
+            None,
+        )
 
     def setting(self, name: str) -> SettingRow:
         return next(s for s in self.settings if s.name == name)

@@ -11,6 +11,8 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specfrontier.config.workloads import WorkloadSpec
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -110,6 +112,17 @@ class TuneBase(_Strict):
     )
     request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    workloads: tuple[WorkloadSpec, ...] = Field(
+        (),
+        description="Several workloads, each measured in its own cells (replaces `workload`; see docs/workloads.md).",
+    )
+    divergence_tolerance: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="Correctness gate: share of greedy requests whose output may differ from the baseline's.",
+    )
+    allow_unsafe: bool = Field(False, description="Recommend settings the correctness gate marked unsafe.")
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
 
@@ -121,6 +134,18 @@ class TuneBase(_Strict):
     def all_settings(self) -> tuple[SettingLike, ...]:
         settings: tuple[SettingLike, ...] = getattr(self, "settings", ())
         return settings
+
+    @model_validator(mode="after")
+    def _workloads_consistent(self) -> TuneBase:
+        if self.workloads and "workload" in self.model_fields_set:
+            raise ValueError("workload and workloads: both given; fix: move the workload into the workloads list")
+        keys = [w.key for w in self.workloads]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise ValueError(
+                f"workloads: key = {dupes[0]!r} appears twice; fix: give one of them a distinct name or sampling"
+            )
+        return self
 
     @model_validator(mode="after")
     def _names_unique_and_baseline_present(self) -> TuneBase:
@@ -166,4 +191,4 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
 
 
-__all__ = ["LoadConfig", "SettingLike", "TuneBase", "WorkloadConfig", "describe_validation_error"]
+__all__ = ["LoadConfig", "SettingLike", "TuneBase", "WorkloadConfig", "WorkloadSpec", "describe_validation_error"]

@@ -57,8 +57,9 @@ def build_request_body(prompt: Prompt, sampling: Sampling, model: str | None) ->
         body["prompt"] = prompt.text
     if sampling.top_p is not None:
         body["top_p"] = sampling.top_p
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
+    seed = prompt.seed if prompt.seed is not None else sampling.seed
+    if seed is not None:
+        body["seed"] = seed
     if sampling.ignore_eos:
         body["ignore_eos"] = True
     return body

@@ -162,6 +162,16 @@ def report_json(data: RunData) -> dict[str, Any]:
             for s in data.settings
         ],
         "cells": [_cell(data, c).model_dump(mode="json") for c in data.cells],
+        # Decisions rank settings within one workload: per workload under `workloads`; the top-level
+        # keys are the first workload's (the only one on a one-workload run), kept for existing scripts.
+        **decisions_json(data.workload_views()[0][1]),
+        "workloads": [{"workload": w, **decisions_json(view)} for w, view in data.workload_views() if w],
+    }
+
+
+def decisions_json(data: RunData) -> dict[str, Any]:
+    """Best setting per concurrency, crossovers and recommendations of a one-workload view."""
+    return {
         "best_per_concurrency": [
             {
                 "concurrency": b.concurrency,
@@ -197,4 +207,4 @@ def report_json(data: RunData) -> dict[str, Any]:
     }
 
 
-__all__ = ["DEFINITIONS", "CellExport", "report_json"]
+__all__ = ["DEFINITIONS", "CellExport", "decisions_json", "report_json"]

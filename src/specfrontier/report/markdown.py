@@ -39,6 +39,16 @@ def report_markdown(data: RunData) -> str:
     ]
     if env.get("simulated"):
         head += [f"**{SIMULATED_NOTE}**", ""]
+    body: list[str] = []
+    for workload, view in data.workload_views():
+        if data.multi_workload:
+            body.append(f"## Workload `{_escape(workload)}`\n")
+        body += _view_sections(view)
+    return "\n".join(head) + "\n".join(body)
+
+
+def _view_sections(data: RunData) -> list[str]:
+    """Tables, crossovers, recommendation, flags and spikes of one workload's cells."""
     body = [_table(t) for t in all_tables(data)]
     body.append("### Crossovers\n\n" + "\n".join(f"- {line}" for line in crossover_lines(data)) + "\n")
     rec = ["### Recommendation", ""]
@@ -53,7 +63,7 @@ def report_markdown(data: RunData) -> str:
     spikes = spike_lines(data)
     if spikes:
         body.append("### Spikes\n\n" + "\n".join(f"- {_escape(f)}" for f in spikes) + "\n")
-    return "\n".join(head) + "\n".join(body)
+    return body
 
 
 __all__ = ["report_markdown"]

@@ -47,6 +47,15 @@ def print_report(data: RunData, console: Console) -> None:
     )
     if env.get("simulated"):
         console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
+    for workload, view in data.workload_views():
+        if data.multi_workload:
+            console.print()
+            console.rule(f"[bold]workload {escape(workload)}[/bold]")
+        _print_view(view, console)
+
+
+def _print_view(data: RunData, console: Console) -> None:
+    """Tables, crossovers, flags, spikes and the recommendation of one workload's cells."""
     for t in all_tables(data):
         console.print()
         print_table(t, console)
