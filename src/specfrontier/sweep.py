@@ -35,8 +35,12 @@ from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneCo
 from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
-from specfrontier.load.open_loop import measure_open_loop
-from specfrontier.load.workers import measure_closed_loop, monitored
+from specfrontier.load.workers import (
+    measure_closed_loop,
+    measure_open_loop,
+    resolve_open_workers,
+    resolve_workers,
+)
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
 from specfrontier.server import ServerProcess, free_port, tail_of
@@ -272,19 +276,22 @@ class Sweep:
         before = await self.adapter.spec_counters(session, base_url=client.base_url)
         if load.mode == "open":
             rate, concurrency = float(level), load.max_in_flight or 0
-            (records, facts), health = await monitored(
+            records, facts, health = await measure_open_loop(
                 client,
-                measure_open_loop(
-                    client,
-                    prompts,
-                    wl.sampling,
+                prompts,
+                wl.sampling,
+                rate=rate,
+                burstiness=load.burstiness,
+                seed=load.seed,
+                requests=load.requests,
+                duration_s=load.duration_s,
+                warmup_s=load.warmup_s,
+                cooldown_s=load.cooldown_s,
+                max_in_flight=load.max_in_flight,
+                workers=resolve_open_workers(
+                    self.config.client_workers,
                     rate=rate,
-                    burstiness=load.burstiness,
-                    seed=load.seed,
-                    requests=load.requests,
-                    duration_s=load.duration_s,
-                    warmup_s=load.warmup_s,
-                    cooldown_s=load.cooldown_s,
+                    max_tokens=max(p.max_tokens for p in prompts),
                     max_in_flight=load.max_in_flight,
                 ),
             )
@@ -296,6 +303,7 @@ class Sweep:
                 wl.sampling,
                 concurrency=concurrency,
                 num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
+                workers=resolve_workers(self.config.client_workers, streams=concurrency),
             )
         records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()

@@ -111,6 +111,11 @@ class TuneBase(_Strict):
         1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
     )
     request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
+    client_workers: int | Literal["auto"] = Field(
+        "auto",
+        description="Client processes per cell: a number, or 'auto' (one per 64 streams or 5k events/s, at "
+        "most one per CPU; see specfrontier.load.workers).",
+    )
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     workloads: tuple[WorkloadSpec, ...] = Field(
         (),
@@ -125,6 +130,15 @@ class TuneBase(_Strict):
     allow_unsafe: bool = Field(False, description="Recommend settings the correctness gate marked unsafe.")
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
+
+    @field_validator("client_workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object) -> int | str:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256):
+            return value
+        raise ValueError(
+            f"client_workers = {value!r}: not a worker count; fix: use a whole number from 1 to 256, or 'auto'"
+        )
 
     @field_validator("concurrency")
     @classmethod
