@@ -115,3 +115,12 @@ def test_cli_import_then_plan(
     code, _, err = _cli(monkeypatch, capsys, "import", str(bad), "--store", db)
     assert code == 2 and "row 1: no figure" in err
     assert len(Store(tmp_path / "c.db").runs()) == 1  # the failed import wrote nothing
+
+
+def test_report_on_an_imported_run_points_to_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, run_id = _seed_run(tmp_path)
+    store.close()
+    code, _, err = _cli(monkeypatch, capsys, "report", run_id, "--store", str(tmp_path / "s.db"))
+    assert code == 2 and f"fix: `specfrontier plan {run_id}`" in err
