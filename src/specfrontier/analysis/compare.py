@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from specfrontier.analysis.decisions import recommended_per_concurrency
 from specfrontier.analysis.summary import CellSummary, Figure, RunData
+from specfrontier.stats import separated
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class FigureDelta:
     a: Figure
     b: Figure
     significant: bool
-    """The two runs' repeats do not overlap: B's lowest repeat above A's highest, or the reverse."""
+    """Beyond the noise of the repeats (`significant`)."""
 
     @property
     def ratio(self) -> float | None:
@@ -119,16 +120,19 @@ COMPARED: dict[str, Callable[[CellSummary], Figure]] = {
 
 
 def significant(a: Figure, b: Figure) -> bool:
-    """A change counts when the two runs' ranges over repeats do not overlap (both need 2+ repeats).
+    """A change counts when it is beyond the noise of both runs' repeats: the same rule the report uses
+    between settings (`stats.separated`: the seeded bootstrap intervals of the two medians do not
+    overlap and the medians are more than 1% apart). One repeat in either run has no spread: never.
 
-    Why ranges and not a t-test: repeats are few (3 by default) and one is often disturbed; with three
-    repeats each, ranges apart means every B repeat beat every A repeat (or lost to it), which a
-    permutation test puts at p = 2/20 = 0.1 two-sided: conservative, assumption-free, and what the rest
-    of the report calls "beyond the spread".
+    Why not a t-test: repeats are few (3 by default) and one is often disturbed; the interval of the
+    median assumes no distribution and ignores one outlier.
     """
-    if a.n < 2 or b.n < 2 or None in (a.low, a.high, b.low, b.high):
+    if a.n < 2 or b.n < 2 or a.median is None or b.median is None:
         return False
-    return (b.low or 0.0) > (a.high or 0.0) or (b.high or 0.0) < (a.low or 0.0)
+    ia, ib = a.interval, b.interval
+    if ia is None or ib is None:
+        return False
+    return separated(a.median, ia, b.median, ib)
 
 
 def figure_deltas(a: RunData, b: RunData, metric: str) -> list[FigureDelta]:

@@ -80,9 +80,9 @@ def delta_tables(cmp: Comparison) -> list[Table]:
                     ["setting", "C", "A median [min-max]", "B median [min-max]", "B / A", "significant"],
                     rows,
                     [
-                        "median over repeats [lowest-highest repeat]; significant = the two runs' repeats do not "
-                        "overlap (with 3 repeats each, every repeat of one run beat every repeat of the other: a "
-                        "permutation p of 0.1 two-sided at most); one repeat in either run is never significant."
+                        "median over repeats [lowest-highest repeat]; significant = beyond the noise: the 95% "
+                        "bootstrap intervals of the two medians do not overlap and the medians differ by more "
+                        "than 1% (the rule the report uses between settings); one repeat is never significant."
                     ],
                 )
             )
