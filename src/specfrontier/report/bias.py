@@ -41,6 +41,8 @@ def bias_table(data: RunData, bias: OptimismBias | None = None) -> Table | None:
                 continue
             kept = b.gain_kept
             tail = f" ({kept:.0%} of gain)" if kept is not None else " (no best-case gain)"
+            if row.best_case_acceptance_rate is None:
+                tail = " (drafted nothing in the best case)"
             cells.append(f"{_x(b.speedup)} vs {_x(b.best_case_speedup)}{tail}")
         rows.append(cells)
     stand_in = (
@@ -57,7 +59,8 @@ def bias_table(data: RunData, bias: OptimismBias | None = None) -> Table | None:
             "same for the best-case workload; kept = accept rate / best case.",
             "speed-up = the setting's median aggregate tok/s / the baseline's on the same workload and level; "
             "'x vs y' = production vs best case; '% of gain' = (x - 1) / (y - 1), shown only where the best "
-            "case beat the baseline.",
+            "case beat the baseline beyond the spread of repeats (a setting that drafted nothing in the best case "
+            "ran like the baseline: its speed-up there is run-to-run noise).",
         ],
     )
 
@@ -112,8 +115,8 @@ def gate_table(data: RunData) -> Table | None:
         ["setting", "workload", "differ", "rate", "baseline self", "verdict", "first difference"],
         rows,
         [
-            "differ = requests whose output text matches none of the baseline's outputs for the same prompt, "
-            "workload and level; baseline self = the baseline's requests that differ from its own most common "
+            "differ = requests whose output text matches none of the baseline's outputs for the same prompt and "
+            "workload (any level, any repeat); baseline self = the baseline's requests that differ from its own most common "
             "output (the noise floor of batch-shape numerics).",
             f"unsafe = rate > divergence_tolerance = {tolerance:.0%} (engines do not promise bit-exact greedy "
             f"outputs across batch shapes; a broken setting differs on most requests); {effect}.",
