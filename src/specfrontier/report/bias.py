@@ -116,8 +116,8 @@ def gate_table(data: RunData) -> Table | None:
         rows,
         [
             "differ = requests whose output text matches none of the baseline's outputs for the same prompt and "
-            "workload (any level, any repeat); baseline self = the baseline's requests that differ from its own most common "
-            "output (the noise floor of batch-shape numerics).",
+            "workload (any level, any repeat); baseline self = the baseline's requests that differ from its own "
+            "most common output at that level (the noise floor of batch-shape numerics).",
             f"unsafe = rate > divergence_tolerance = {tolerance:.0%} (engines do not promise bit-exact greedy "
             f"outputs across batch shapes; a broken setting differs on most requests); {effect}.",
         ],
