@@ -124,9 +124,39 @@ def gate_table(data: RunData) -> Table | None:
     )
 
 
+def turns_table(data: RunData) -> Table | None:
+    """Agentic session replay: latency and acceptance per turn as the context grows."""
+    if not data.turns:
+        return None
+    rows = [
+        [
+            t.setting,
+            t.workload,
+            data.level_text(t.level),
+            str(t.turn),
+            str(t.requests),
+            "-" if t.context_tokens_p50 is None else f"{t.context_tokens_p50:.0f}",
+            "-" if t.ttft_p50_ms is None else f"{t.ttft_p50_ms:.0f}",
+            "-" if t.e2e_p50_ms is None else f"{t.e2e_p50_ms:.0f}",
+            _pct(t.acceptance_rate),
+        ]
+        for t in data.turns
+    ]
+    return Table(
+        "Agentic sessions: per turn (context grows turn by turn)",
+        ["setting", "workload", "level", "turn", "requests", "context tok p50", "TTFT p50 ms", "e2e p50 ms", "accept"],
+        rows,
+        [
+            "level = sessions in flight; turn t sends the recorded conversation up to its t-th user message; "
+            "context tok = server-reported prompt tokens; TTFT and e2e p50 over the turn's requests in all "
+            "repeats; accept = accepted / drafted tokens from the requests' own speculative counts."
+        ],
+    )
+
+
 def workload_tables(data: RunData) -> list[Table]:
-    """The run-wide workload sections as tables: optimism bias (multi-workload runs) and the gate."""
-    return [t for t in (bias_table(data), gate_table(data)) if t is not None]
+    """The run-wide workload sections as tables: optimism bias (multi-workload runs), the gate, session turns."""
+    return [t for t in (bias_table(data), gate_table(data), turns_table(data)) if t is not None]
 
 
 def bias_json(data: RunData) -> dict[str, Any] | None:
@@ -192,6 +222,25 @@ def _gate_entry(g: GateResult) -> dict[str, Any]:
     }
 
 
+def turns_json(data: RunData) -> list[dict[str, Any]]:
+    return [
+        {
+            "setting": t.setting,
+            "workload": t.workload,
+            "level": t.level,
+            "turn": t.turn,
+            "requests": t.requests,
+            "context_tokens_p50": t.context_tokens_p50,
+            "ttft_p50_ms": t.ttft_p50_ms,
+            "e2e_p50_ms": t.e2e_p50_ms,
+            "drafted": t.drafted,
+            "accepted": t.accepted,
+            "acceptance_rate": t.acceptance_rate,
+        }
+        for t in data.turns
+    ]
+
+
 def gate_json(data: RunData) -> dict[str, Any]:
     return {
         "allow_unsafe": data.allow_unsafe,
@@ -200,4 +249,13 @@ def gate_json(data: RunData) -> dict[str, Any]:
     }
 
 
-__all__ = ["best_change_lines", "bias_json", "bias_table", "gate_json", "gate_table", "workload_tables"]
+__all__ = [
+    "best_change_lines",
+    "bias_json",
+    "bias_table",
+    "gate_json",
+    "gate_table",
+    "turns_json",
+    "turns_table",
+    "workload_tables",
+]
