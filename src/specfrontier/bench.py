@@ -32,8 +32,13 @@ from specfrontier.engines.llamacpp import counters_from_metrics, spec_stats_from
 from specfrontier.engines.sglang import capacity_from_server_info, spec_stats_from_chunk
 from specfrontier.errors import ConfigError, EngineError, EngineResponseError
 from specfrontier.load import StreamingClient, run_closed_loop
-from specfrontier.load.open_loop import measure_open_loop
-from specfrontier.load.workers import measure_closed_loop, monitored
+from specfrontier.load.workers import (
+    ClientWorkers,
+    measure_closed_loop,
+    measure_open_loop,
+    resolve_open_workers,
+    resolve_workers,
+)
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, RequestSpecStats, Sampling, SpecCounters
 from specfrontier.store import Store
@@ -111,6 +116,8 @@ class BenchOptions:
     rounds_per_cell: int = 2
     warmup_rounds: int = 1
     request_timeout_s: float = 300.0
+    client_workers: ClientWorkers = "auto"
+    """Client processes per cell: a number or 'auto' (see `specfrontier.load.workers`)."""
     store: Path = Path("specfrontier.db")
     root: str = field(default="", init=False)
 
@@ -141,6 +148,11 @@ class BenchOptions:
             (self.rounds_per_cell >= 1, f"--rounds = {self.rounds_per_cell}", "must be >= 1"),
             (self.warmup_rounds >= 0, f"--warmup-rounds = {self.warmup_rounds}", "must be >= 0"),
             (self.request_timeout_s > 0, f"--timeout = {self.request_timeout_s}", "must be > 0"),
+            (
+                self.client_workers == "auto" or (isinstance(self.client_workers, int) and self.client_workers >= 1),
+                f"--client-workers = {self.client_workers!r}",
+                "must be a whole number >= 1 or auto",
+            ),
         ]
         for ok, what, rule in checks:
             if not ok:
@@ -348,27 +360,32 @@ class Bench:
         records: list[RequestRecord]
         if o.open_loop:
             rate, concurrency = float(level), o.max_in_flight or 0
-            (records, facts), health = await monitored(
+            records, facts, health = await measure_open_loop(
                 client,
-                measure_open_loop(
-                    client,
-                    self.prompts,
-                    self.sampling,
-                    rate=rate,
-                    burstiness=o.burstiness,
-                    seed=o.seed,
-                    requests=o.requests,
-                    duration_s=o.duration_s,
-                    warmup_s=o.warmup_s,
-                    cooldown_s=o.cooldown_s,
-                    max_in_flight=o.max_in_flight,
+                self.prompts,
+                self.sampling,
+                rate=rate,
+                burstiness=o.burstiness,
+                seed=o.seed,
+                requests=o.requests,
+                duration_s=o.duration_s,
+                warmup_s=o.warmup_s,
+                cooldown_s=o.cooldown_s,
+                max_in_flight=o.max_in_flight,
+                workers=resolve_open_workers(
+                    o.client_workers, rate=rate, max_tokens=o.max_tokens, max_in_flight=o.max_in_flight
                 ),
             )
         else:
             concurrency = int(level)
             rounds = -(-o.rounds_per_cell * concurrency // len(self.prompts)) * len(self.prompts)
             records, health = await measure_closed_loop(
-                client, self.prompts, self.sampling, concurrency=concurrency, num_requests=rounds
+                client,
+                self.prompts,
+                self.sampling,
+                concurrency=concurrency,
+                num_requests=rounds,
+                workers=resolve_workers(o.client_workers, streams=concurrency),
             )
         after = await _metrics_counters(session, o.root, self.facts.engine)
         counters, source = _window_counters(before, after, records, METRICS_SOURCE)
@@ -391,6 +408,19 @@ class Bench:
             )
 
 
+def parse_client_workers(text: str) -> ClientWorkers:
+    """`--client-workers`: 'auto' or a whole number >= 1."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"--client-workers = {text!r}: not a worker count; fix: pass a whole number >= 1 or auto")
+    return value
+
+
 async def open_bench(options: BenchOptions) -> tuple[Bench, str]:
     """Validate the options, probe the server, load prompts, then open the store and create the run."""
     options.validate()
@@ -408,6 +438,7 @@ __all__ = [
     "ServerFacts",
     "any_spec_stats",
     "open_bench",
+    "parse_client_workers",
     "parse_levels",
     "probe_server",
     "server_root",

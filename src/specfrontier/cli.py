@@ -171,6 +171,9 @@ def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: st
     virtual.run(run_id)
     data = load_run(virtual.store, run_id)
     print_report(data, console)
+    from specfrontier.cli_search import print_search_trace
+
+    print_search_trace(virtual.planner, console)
     console.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
     write_tune_html(virtual.store, run_id, data, console)
     if cfg is not None and cfg == seed_sim_config().model_copy(update={"engine": cfg.engine}):
@@ -225,9 +228,22 @@ def tune(
     time_scale: Annotated[
         float | None, typer.Option("--time-scale", help="http face: simulated seconds per wall second.")
     ] = None,
+    search: Annotated[
+        str | None, typer.Option("--search", help="grid (every listed setting, default) or adaptive.")
+    ] = None,
+    max_launches: Annotated[int | None, typer.Option("--max-launches", help="Search budget: launches.")] = None,
+    max_engine_s: Annotated[
+        float | None, typer.Option("--max-engine-s", help="Search budget: engine-seconds (startup + windows).")
+    ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
+    from specfrontier.cli_search import apply_search_options, print_search_trace, refuse_on_resume
+
     cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
+    if cfg is None:
+        refuse_on_resume(search, max_launches, max_engine_s)
+    else:
+        cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
     if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
         _tune_virtual(cfg, store, resume=resume, quiet=quiet)
         return
@@ -244,6 +260,7 @@ def tune(
         raise typer.Exit(130) from None
     data = load_run(sweep.store, run_id)
     print_report(data, console)
+    print_search_trace(sweep.planner, console)
     console.print(
         f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
         f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
@@ -272,16 +289,19 @@ def bench(
     rounds: Annotated[int, typer.Option("--rounds", help="Closed loop: requests per cell >= rounds x C.")] = 2,
     store: StoreOption = Path("specfrontier.db"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+    client_workers: Annotated[
+        str, typer.Option("--client-workers", help="Client processes per cell: N or auto (one per 64 streams).")
+    ] = "auto",
 ) -> None:
     """Measure an already-running server (no launch, no stop) into the store, and report as `tune` does."""
-    from specfrontier.bench import BenchOptions, parse_levels
+    from specfrontier.bench import BenchOptions, parse_client_workers, parse_levels
     from specfrontier.cli_bench import run_bench
 
     levels = parse_levels(concurrency if concurrency or rate else "1,4", "--concurrency", int)
     options = BenchOptions(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
-        rounds_per_cell=rounds, store=store,
+        rounds_per_cell=rounds, store=store, client_workers=parse_client_workers(client_workers),
     )  # fmt: skip
     run_bench(options, console, err, None if quiet else _events(False).on_cell_done)
 
@@ -311,7 +331,12 @@ def report(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
 ) -> None:
     """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
-    run_report(_open_existing(store), run_id, fmt.value, output, console)
+    opened = _open_existing(store)
+    if opened.imported_cells(run_id):
+        raise ConfigError(
+            f"run = {run_id!r}: imported figures, no stored requests to report; fix: `specfrontier plan {run_id}`"
+        )
+    run_report(opened, run_id, fmt.value, output, console)
 
 
 @app.command()
@@ -334,6 +359,62 @@ def calibrate(
     from specfrontier.sim.calibrate import calibrate_main
 
     sys.stdout.write(calibrate_main(measurements, profile) + "\n")
+
+
+class ScheduleEngineName(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+@app.command()
+def schedule(
+    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop sim or SGLang run).")],
+    engine: Annotated[ScheduleEngineName, typer.Option("--engine", help="Schedule format: vllm or sglang.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the schedule file here.")] = None,
+    slo_tpot_ms: Annotated[
+        float | None, typer.Option("--slo-tpot-ms", help="Also pick the best setting meeting TPOT p90 <= this.")
+    ] = None,
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Best speculation depth per batch size as the engine's schedule file, plus the static best per workload."""
+    from specfrontier.cli_schedule import run_schedule
+
+    run_schedule(load_run(_open_existing(store), run_id), engine.value, output, slo_tpot_ms, console)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="CSV or JSON table of measurements (see docs/model.md).")],
+    engine: Annotated[str | None, typer.Option("--engine", help="Engine of every row, when the file omits it.")] = None,
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Import measurements made elsewhere (CSV/JSON, or the seed table) as a run, to fit with `plan`."""
+    from specfrontier.cli_model import run_import
+
+    run_import(file, engine=engine, store_path=store, console=console)
+
+
+@app.command()
+def plan(
+    run_id: Annotated[str, typer.Argument(help="Run id (measured, simulated or imported).")],
+    store: StoreOption = Path("specfrontier.db"),
+    fit_only: Annotated[
+        str | None, typer.Option("--fit-only", help="Fit only these settings (comma-separated); predict the rest.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="terminal or json.")] = "terminal",
+) -> None:
+    """Fit the performance model to a run: predicted vs measured, the predicted frontier, the max depth."""
+    from specfrontier.cli_model import run_plan
+
+    if fmt not in ("terminal", "json"):
+        raise ConfigError(f"--format = {fmt!r}: not a plan format; fix: use terminal or json")
+    run_plan(run_id, store_path=_existing_path(store), fit_only=fit_only, as_json=fmt == "json", console=console)
+
+
+def _existing_path(path: Path) -> Path:
+    if not path.exists():
+        raise StoreError(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
+    return path
 
 
 def _open_existing(path: Path) -> Store:

@@ -35,10 +35,15 @@ from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneCo
 from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
-from specfrontier.load.open_loop import measure_open_loop
-from specfrontier.load.workers import measure_closed_loop, monitored
+from specfrontier.load.workers import (
+    measure_closed_loop,
+    measure_open_loop,
+    resolve_open_workers,
+    resolve_workers,
+)
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
+from specfrontier.search.planner import SearchPlanner
 from specfrontier.server import ServerProcess, free_port, tail_of
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
@@ -108,6 +113,7 @@ class Sweep:
         w = config.workload
         self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
         self.prompts: list[Prompt] = []
+        self.planner: SearchPlanner | None = None
         self.workloads: list[ResolvedWorkload] = []
         """Every workload the cells measure, in config order (filled by `prepare`)."""
 
@@ -142,14 +148,17 @@ class Sweep:
             config=self.config.model_dump(mode="json"),
             environment=environment(self.adapter),
         )
-        register_settings(self.store, run_id, self.config.all_settings())
+        if self.config.search.strategy == "grid":  # other strategies register what they choose
+            register_settings(self.store, run_id, self.config.all_settings())
         return run_id
 
     async def run(self, run_id: str) -> None:
-        """Measure every missing cell of `run_id`; marks the run done, or interrupted on cancel."""
+        """Measure every missing cell of the settings the search chooses (grid: all listed ones);
+        marks the run done, or interrupted on cancel. `self.planner` keeps the search's trace."""
+        self.planner = SearchPlanner(self.config, self.store, run_id)
         try:
-            for setting in self.config.all_settings():
-                await self._run_setting(run_id, setting)
+            while (setting := self.planner.next_setting()) is not None:
+                await self._run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.store.set_run_status(run_id, "interrupted")
             raise
@@ -178,8 +187,9 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: SettingLike) -> None:
-        todo = self._missing(run_id, setting)
+    async def _run_setting(self, run_id: str, setting: SettingLike, levels: Sequence[float] | None = None) -> None:
+        """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
+        todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
             return
         port = free_port()
@@ -272,19 +282,22 @@ class Sweep:
         before = await self.adapter.spec_counters(session, base_url=client.base_url)
         if load.mode == "open":
             rate, concurrency = float(level), load.max_in_flight or 0
-            (records, facts), health = await monitored(
+            records, facts, health = await measure_open_loop(
                 client,
-                measure_open_loop(
-                    client,
-                    prompts,
-                    wl.sampling,
+                prompts,
+                wl.sampling,
+                rate=rate,
+                burstiness=load.burstiness,
+                seed=load.seed,
+                requests=load.requests,
+                duration_s=load.duration_s,
+                warmup_s=load.warmup_s,
+                cooldown_s=load.cooldown_s,
+                max_in_flight=load.max_in_flight,
+                workers=resolve_open_workers(
+                    self.config.client_workers,
                     rate=rate,
-                    burstiness=load.burstiness,
-                    seed=load.seed,
-                    requests=load.requests,
-                    duration_s=load.duration_s,
-                    warmup_s=load.warmup_s,
-                    cooldown_s=load.cooldown_s,
+                    max_tokens=max(p.max_tokens for p in prompts),
                     max_in_flight=load.max_in_flight,
                 ),
             )
@@ -296,6 +309,7 @@ class Sweep:
                 wl.sampling,
                 concurrency=concurrency,
                 num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
+                workers=resolve_workers(self.config.client_workers, streams=concurrency),
             )
         records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()

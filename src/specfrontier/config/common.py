@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specfrontier.config.search import SearchConfig
 from specfrontier.config.workloads import WorkloadSpec
 
 
@@ -111,6 +112,11 @@ class TuneBase(_Strict):
         1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
     )
     request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
+    client_workers: int | Literal["auto"] = Field(
+        "auto",
+        description="Client processes per cell: a number, or 'auto' (one per 64 streams or 5k events/s, at "
+        "most one per CPU; see specfrontier.load.workers).",
+    )
     workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
     workloads: tuple[WorkloadSpec, ...] = Field(
         (),
@@ -125,6 +131,16 @@ class TuneBase(_Strict):
     allow_unsafe: bool = Field(False, description="Recommend settings the correctness gate marked unsafe.")
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
+    search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
+
+    @field_validator("client_workers", mode="before")
+    @classmethod
+    def _workers(cls, value: object) -> int | str:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256):
+            return value
+        raise ValueError(
+            f"client_workers = {value!r}: not a worker count; fix: use a whole number from 1 to 256, or 'auto'"
+        )
 
     @field_validator("concurrency")
     @classmethod
@@ -155,6 +171,22 @@ class TuneBase(_Strict):
             raise ValueError(f"settings: name = {dupes[0]!r} appears twice; fix: give every setting a unique name")
         if not any(not s.speculative for s in self.all_settings()):
             raise ValueError(f"settings: {self.baseline_hint}; speedups are measured against it")
+        return self
+
+    @model_validator(mode="after")
+    def _search_fits_sweep(self) -> TuneBase:
+        search = self.search
+        extra = sorted(set(search.target_concurrency) - set(self.concurrency))
+        if extra:
+            raise ValueError(
+                f"search.target_concurrency = {extra[0]}: not a measured level; "
+                f"fix: use levels from concurrency {list(self.concurrency)} or add {extra[0]} to concurrency"
+            )
+        if search.strategy != "grid" and self.load.mode == "open":
+            raise ValueError(
+                f"search.strategy = {search.strategy!r}: compares settings per concurrency, but load.mode is open; "
+                "fix: use search.strategy: grid, or load.mode: closed"
+            )
         return self
 
 

@@ -185,6 +185,42 @@ async def measure_open_loop(
     waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
     schedule is visible rather than silently turning the load into something else.
     """
+    offsets, span, chosen = plan_schedule(
+        rate,
+        burstiness=burstiness,
+        seed=seed,
+        requests=requests,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+    )
+    result = await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
+    facts = schedule_facts(
+        result,
+        offsets,
+        chosen,
+        rate=rate,
+        burstiness=burstiness,
+        seed=seed,
+        span=span,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+        max_in_flight=max_in_flight,
+    )
+    return [result.records[i] for i in chosen], facts
+
+
+def plan_schedule(
+    rate: float,
+    *,
+    burstiness: float,
+    seed: int,
+    requests: int | None,
+    duration_s: float | None,
+    warmup_s: float,
+    cooldown_s: float,
+) -> tuple[tuple[float, ...], float, list[int]]:
+    """(send offsets, span, indices measured) of one open-loop cell; refuses a cell with none measured."""
     offsets = arrival_offsets(rate, burstiness=burstiness, seed=seed, requests=requests, duration_s=duration_s)
     span = duration_s if duration_s is not None else (offsets[-1] if offsets else 0.0)
     chosen = measured_indices(offsets, span_s=span, warmup_s=warmup_s, cooldown_s=cooldown_s)
@@ -193,9 +229,25 @@ async def measure_open_loop(
             f"rate {rate} req/s: no request is scheduled between warmup ({warmup_s} s) and cooldown "
             f"({cooldown_s} s) of a {span:.1f} s schedule; raise the duration or the request count"
         )
-    result = await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
+    return offsets, span, chosen
+
+
+def schedule_facts(
+    result: OpenLoopResult,
+    offsets: Sequence[float],
+    chosen: Sequence[int],
+    *,
+    rate: float,
+    burstiness: float,
+    seed: int,
+    span: float,
+    warmup_s: float,
+    cooldown_s: float,
+    max_in_flight: int | None,
+) -> dict[str, Any]:
+    """What was asked of one open-loop cell and how the schedule was kept (stored with the cell)."""
     lags = np.asarray(result.send_lag_ms())
-    facts: dict[str, Any] = {
+    return {
         "target_rate": rate,
         "burstiness": burstiness,
         "seed": seed,
@@ -211,7 +263,14 @@ async def measure_open_loop(
         "send_lag_p50_ms": float(np.percentile(lags, 50)),
         "send_lag_p99_ms": float(np.percentile(lags, 99)),
     }
-    return [result.records[i] for i in chosen], facts
 
 
-__all__ = ["OpenLoopResult", "arrival_offsets", "measure_open_loop", "measured_indices", "run_open_loop"]
+__all__ = [
+    "OpenLoopResult",
+    "arrival_offsets",
+    "measure_open_loop",
+    "measured_indices",
+    "plan_schedule",
+    "run_open_loop",
+    "schedule_facts",
+]

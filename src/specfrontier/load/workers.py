@@ -5,19 +5,155 @@ decode step of the server makes C events arrive together, so the last of them is
 C x cost later than the first (the workloads reference, part B). Past roughly 32-64 streams or
 5-10k events/s per process that lag reaches milliseconds and distorts TTFT and ITL. Splitting the
 streams over N processes divides the burst each event loop has to drain.
+
+How: N processes are started with multiprocessing's `spawn` (a fresh interpreter: no forked aiohttp
+or event-loop state), each builds the same `StreamingClient` from a picklable `ClientSpec`, reports
+ready, and starts only when every worker is ready, so the load does not ramp up worker by worker.
+- Closed loop: worker k runs its share of the C streams (C split as evenly as possible); request
+  indices come from one shared counter, so exactly C requests are in flight until N were sent and
+  request i uses prompt i mod n, as in one process.
+- Open loop: request i goes to worker i mod N with its absolute scheduled send time; an in-flight cap
+  is split evenly over the workers (each holds its share, so the cap can be hit slightly earlier than
+  with one process; every wait is counted as always).
+Records come back pickled with their indices and are merged in index order. Their timestamps need no
+conversion: `time.perf_counter_ns()` is CLOCK_MONOTONIC on Linux, one system-wide clock (time since
+boot), not a per-process one, so a worker's `send_ns` and the parent's readings are on the same axis
+(tests/unit/load/test_workers.py checks that the workers' times fall inside the parent's window).
+Each worker measures its own health (lag, CPU); the cell's `ClientHealth` pools them.
+
+`auto` picks N from a per-process budget (see `auto_workers`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
-from typing import TypeVar
+import asyncio
+import ctypes
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.sharedctypes import Synchronized
+from typing import Any, Literal, TypeVar
 
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
-from specfrontier.load.health import ClientHealth, HealthMonitor
-from specfrontier.records import Prompt, RequestRecord, Sampling
+from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
+from specfrontier.load.open_loop import OpenLoopResult, plan_schedule, schedule_facts
+from specfrontier.load.open_loop import measure_open_loop as measure_open_loop_in_process
+from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
 
 T = TypeVar("T")
+
+WORKER_STREAMS = 64
+"""Per-process budget of concurrent streams (part B: about 32-64 streams per process)."""
+WORKER_EVENTS_S = 5000.0
+"""Per-process budget of SSE events per second (part B: about 5-10k events/s per process)."""
+STREAM_EVENTS_S = 100.0
+"""Events/s one stream is expected to carry when choosing `auto`: a 100 tok/s stream (a fast GPU
+server's decode) with one token per chunk. Slower servers or multi-token chunks carry fewer."""
+_START_LEAD_NS = 50_000_000
+"""Open loop: the schedule starts this long after `go` is sent, so every worker has it in time."""
+
+ClientWorkers = int | Literal["auto"]
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (affinity mask), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def auto_workers(events_s: float, *, streams: int = 0, cpus: int | None = None) -> int:
+    """Worker processes so that none exceeds `WORKER_STREAMS` streams or `WORKER_EVENTS_S` events/s,
+    but never more than the CPUs available (more processes than cores only add contention)."""
+    need = max(1, math.ceil(streams / WORKER_STREAMS), math.ceil(events_s / WORKER_EVENTS_S))
+    return min(need, cpus if cpus is not None else available_cpus())
+
+
+def resolve_workers(setting: ClientWorkers, *, streams: int, events_s: float | None = None) -> int:
+    """The worker count for one cell: the configured number (never more than the streams, so no worker
+    is idle), or `auto` for `streams` streams carrying `events_s` events/s (default streams x
+    `STREAM_EVENTS_S`)."""
+    if setting == "auto":
+        expected = streams * STREAM_EVENTS_S if events_s is None else events_s
+        return max(1, min(auto_workers(expected, streams=streams), max(streams, 1)))
+    return max(1, min(setting, max(streams, 1)))
+
+
+def resolve_open_workers(
+    setting: ClientWorkers, *, rate: float, max_tokens: int, max_in_flight: int | None = None
+) -> int:
+    """The worker count for an open-loop cell: `auto` expects rate x max_tokens events/s (one token
+    per chunk, the worst case) over at most `max_in_flight` streams."""
+    if setting == "auto":
+        return auto_workers(rate * max_tokens, streams=max_in_flight or 0)
+    return setting
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    """What a worker needs to build the same client (picklable: the extractor must be a module-level
+    function or a bound method of a picklable object, as the engine adapters are)."""
+
+    base_url: str
+    model: str | None
+    timeout_s: float
+    spec_stats_extractor: SpecStatsExtractor | None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, client: StreamingClient) -> ClientSpec:
+        return cls(client.base_url, client.model, client.timeout_s, client.spec_stats_extractor, client.extra_body)
+
+    def build(self) -> StreamingClient:
+        return StreamingClient(
+            self.base_url,
+            model=self.model,
+            timeout_s=self.timeout_s,
+            spec_stats_extractor=self.spec_stats_extractor,
+            extra_body=self.extra_body,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _ClosedJob:
+    prompts: tuple[Prompt, ...]
+    sampling: Sampling
+    streams: int
+    num_requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class _OpenJob:
+    prompts: tuple[Prompt, ...]
+    sampling: Sampling
+    indices: tuple[int, ...]
+    scheduled_ns: tuple[int, ...]
+    max_in_flight: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _WorkerResult:
+    records: tuple[tuple[int, RequestRecord], ...]
+    cap_waits: int
+    health: WorkerHealth
+
+
+def split_evenly(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` integers differing by at most one (larger first)."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if k < extra else 0) for k in range(parts)]
+
+
+# -- in this process ------------------------------------------------------------------------------
 
 
 async def monitored(client: StreamingClient, load: Awaitable[T]) -> tuple[T, ClientHealth]:
@@ -29,6 +165,174 @@ async def monitored(client: StreamingClient, load: Awaitable[T]) -> tuple[T, Cli
     return result, ClientHealth.of([health])
 
 
+# -- in a worker process ---------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """A worker whose parent was killed (SIGKILL: no cleanup ran) must not keep loading the server."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+async def _run_closed_job(
+    client: StreamingClient, job: _ClosedJob, counter: Synchronized[int]
+) -> list[tuple[int, RequestRecord]]:
+    out: list[tuple[int, RequestRecord]] = []
+
+    async def stream() -> None:
+        while True:
+            with counter.get_lock():  # held for microseconds: taking an index never waits on the network
+                index = int(counter.value)
+                if index >= job.num_requests:
+                    return
+                counter.value = index + 1
+            out.append((index, await client.send(job.prompts[index % len(job.prompts)], job.sampling)))
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(job.streams):
+            group.create_task(stream())
+    return out
+
+
+async def _run_open_job(client: StreamingClient, job: _OpenJob) -> tuple[list[tuple[int, RequestRecord]], int]:
+    slots = asyncio.Semaphore(job.max_in_flight) if job.max_in_flight is not None else None
+    out: list[tuple[int, RequestRecord]] = []
+    cap_waits = 0
+
+    async def one(index: int) -> None:
+        try:
+            out.append((index, await client.send(job.prompts[index % len(job.prompts)], job.sampling)))
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async with asyncio.TaskGroup() as group:
+        for index, due in zip(job.indices, job.scheduled_ns, strict=True):
+            delay = (due - time.perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if slots is not None:
+                if slots.locked():
+                    cap_waits += 1
+                await slots.acquire()
+            group.create_task(one(index))
+    return out, cap_waits
+
+
+async def _run_job(spec: ClientSpec, job: _ClosedJob | _OpenJob, counter: Synchronized[int]) -> _WorkerResult:
+    async with spec.build() as client:
+        cap_waits = 0
+        async with HealthMonitor() as monitor:
+            if isinstance(job, _ClosedJob):
+                records = await _run_closed_job(client, job, counter)
+            else:
+                records, cap_waits = await _run_open_job(client, job)
+        health = monitor.result(reads=client.reads, events=client.events)
+    return _WorkerResult(tuple(records), cap_waits, health)
+
+
+def worker_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop for worker processes (None: the standard asyncio loop).
+
+    Why: uvloop drains a burst of streamed events with less CPU per event; on the 2-core development
+    box (the workloads reference, part B) aiohttp's lag at 64 streams of 100 tok/s fell from p50 2.4 /
+    p99 9 ms to 1.0 / 5 ms, and at 256 streams from 17 / 84 ms to 3.3 / 19 ms. It is used only in worker
+    processes, which run nothing but the client. `SPECFRONTIER_WORKER_LOOP=asyncio` forces the standard
+    loop (for A/B measurements, e.g. benchmarks/client_workers.py)."""
+    if os.environ.get("SPECFRONTIER_WORKER_LOOP", "uvloop") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency; a stripped install still works
+        return None
+    return uvloop.new_event_loop
+
+
+def _worker_main(spec: ClientSpec, counter: Synchronized[int], conn: Connection) -> None:
+    """Entry point of a worker process: ready -> (go, job) -> run -> result, or the traceback."""
+    _die_with_parent()
+    try:
+        conn.send(("ready", None))
+        message, job = conn.recv()
+        if message != "go":
+            return
+        with asyncio.Runner(loop_factory=worker_loop_factory()) as runner:
+            result = runner.run(_run_job(spec, job, counter))
+        conn.send(("done", result))
+    except EOFError:  # the parent gave up before `go`
+        return
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+# -- the parent ---------------------------------------------------------------------------------
+
+
+class WorkerError(RuntimeError):
+    """A client worker process failed (a bug, not a server failure: those are recorded per request)."""
+
+
+def _run_in_workers(
+    spec: ClientSpec, n: int, make_jobs: Any, counter: Synchronized[int] | None = None
+) -> list[_WorkerResult]:
+    """Blocking: start `n` workers, wait until all are ready, send each its job, collect the results.
+
+    `make_jobs()` is called once every worker is ready (so an open-loop schedule starts after the
+    slowest interpreter start-up, not during it)."""
+    ctx = multiprocessing.get_context("spawn")
+    shared = counter if counter is not None else ctx.Value("q", 0)
+    procs: list[Any] = []
+    conns: list[Connection] = []
+    try:
+        for _ in range(n):
+            parent_end, child_end = ctx.Pipe()
+            proc = ctx.Process(target=_worker_main, args=(spec, shared, child_end), daemon=True)
+            proc.start()
+            child_end.close()
+            procs.append(proc)
+            conns.append(parent_end)
+        for k, conn in enumerate(conns):
+            _expect(conn, "ready", k, n)
+        jobs = make_jobs()
+        for conn, job in zip(conns, jobs, strict=True):
+            conn.send(("go", job))
+        results = []
+        for k, conn in enumerate(conns):
+            payload = _expect(conn, "done", k, n)
+            assert isinstance(payload, _WorkerResult)
+            results.append(payload)
+        return results
+    finally:
+        for conn in conns:
+            conn.close()
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():  # only on an error path: stop it by its own pid
+                proc.terminate()
+                proc.join(timeout=5)
+
+
+def _expect(conn: Connection, want: str, k: int, n: int) -> Any:
+    try:
+        message, payload = conn.recv()
+    except EOFError as exc:
+        raise WorkerError(f"client worker {k + 1}/{n} exited without a result") from exc
+    if message == "error":
+        raise WorkerError(f"client worker {k + 1}/{n} failed:\n{payload}")
+    if message != want:
+        raise WorkerError(f"client worker {k + 1}/{n}: expected {want!r}, got {message!r}")
+    return payload
+
+
+def _merge(results: Sequence[_WorkerResult], expected: int) -> list[RequestRecord]:
+    pairs = sorted((pair for r in results for pair in r.records), key=lambda pair: pair[0])
+    if [i for i, _ in pairs] != list(range(expected)):
+        raise WorkerError(f"client workers returned {len(pairs)} records for {expected} requests")
+    return [record for _, record in pairs]
+
+
 async def measure_closed_loop(
     client: StreamingClient,
     prompts: Sequence[Prompt],
@@ -36,11 +340,136 @@ async def measure_closed_loop(
     *,
     concurrency: int,
     num_requests: int,
+    workers: int = 1,
 ) -> tuple[list[RequestRecord], ClientHealth]:
-    """One closed-loop window with its client health."""
-    return await monitored(
-        client, run_closed_loop(client, prompts, sampling, concurrency=concurrency, num_requests=num_requests)
+    """One closed-loop window with its client health: in this process (`workers` 1) or split over
+    `workers` processes (C streams split evenly; records in request order, as from one process)."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    workers = min(workers, max(1, min(concurrency, num_requests)))
+    if workers == 1:
+        return await monitored(
+            client, run_closed_loop(client, prompts, sampling, concurrency=concurrency, num_requests=num_requests)
+        )
+    if concurrency < 1 or not prompts:
+        raise ValueError("concurrency must be >= 1 and prompts must not be empty")
+    spec = ClientSpec.of(client)  # each worker builds its own session, without a pool cap
+    shares = split_evenly(concurrency, workers)
+
+    def jobs() -> list[_ClosedJob]:
+        return [_ClosedJob(tuple(prompts), sampling, share, num_requests) for share in shares]
+
+    results = await asyncio.to_thread(_run_in_workers, spec, workers, jobs)
+    return _merge(results, num_requests), ClientHealth.of([r.health for r in results])
+
+
+async def measure_open_loop(
+    client: StreamingClient,
+    prompts: Sequence[Prompt],
+    sampling: Sampling,
+    *,
+    rate: float,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    warmup_s: float = 0.0,
+    cooldown_s: float = 0.0,
+    max_in_flight: int | None = None,
+    workers: int = 1,
+) -> tuple[list[RequestRecord], dict[str, Any], ClientHealth]:
+    """One open-loop cell (see `load.open_loop.measure_open_loop`) with its client health, in this
+    process or with request i sent by worker i mod `workers`; the stored facts add `client_workers`."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers == 1:
+        (records, facts), health = await monitored(
+            client,
+            measure_open_loop_in_process(
+                client,
+                prompts,
+                sampling,
+                rate=rate,
+                burstiness=burstiness,
+                seed=seed,
+                requests=requests,
+                duration_s=duration_s,
+                warmup_s=warmup_s,
+                cooldown_s=cooldown_s,
+                max_in_flight=max_in_flight,
+            ),
+        )
+        return records, {**facts, "client_workers": 1}, health
+    offsets, span, chosen = plan_schedule(
+        rate,
+        burstiness=burstiness,
+        seed=seed,
+        requests=requests,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
     )
+    if not prompts:
+        raise ValueError("prompts must not be empty")
+    workers = min(workers, len(offsets))
+    caps = split_evenly(max_in_flight, workers) if max_in_flight is not None else [None] * workers
+    if any(c == 0 for c in caps):
+        raise ValueError(
+            f"max_in_flight = {max_in_flight}: fewer than the {workers} client workers; "
+            "fix: raise max_in_flight or lower client_workers"
+        )
+    spec = ClientSpec.of(client)
+    scheduled: list[int] = []
+
+    def jobs() -> list[_OpenJob]:
+        start_ns = time.perf_counter_ns() + _START_LEAD_NS
+        scheduled.extend(start_ns + round(t * 1e9) for t in offsets)
+        return [
+            _OpenJob(
+                tuple(prompts),
+                sampling,
+                tuple(range(k, len(offsets), workers)),
+                tuple(scheduled[k::workers]),
+                caps[k],
+            )
+            for k in range(workers)
+        ]
+
+    results = await asyncio.to_thread(_run_in_workers, spec, workers, jobs)
+    result = OpenLoopResult(
+        tuple(_merge(results, len(offsets))), tuple(scheduled), sum(r.cap_waits for r in results), max_in_flight
+    )
+    facts = schedule_facts(
+        result,
+        offsets,
+        chosen,
+        rate=rate,
+        burstiness=burstiness,
+        seed=seed,
+        span=span,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+        max_in_flight=max_in_flight,
+    )
+    facts["client_workers"] = workers
+    health = ClientHealth.of([r.health for r in results])
+    return [result.records[i] for i in chosen], facts, health
 
 
-__all__ = ["measure_closed_loop", "monitored"]
+__all__ = [
+    "STREAM_EVENTS_S",
+    "WORKER_EVENTS_S",
+    "WORKER_STREAMS",
+    "ClientSpec",
+    "ClientWorkers",
+    "WorkerError",
+    "auto_workers",
+    "available_cpus",
+    "measure_closed_loop",
+    "measure_open_loop",
+    "monitored",
+    "resolve_open_workers",
+    "resolve_workers",
+    "split_evenly",
+    "worker_loop_factory",
+]

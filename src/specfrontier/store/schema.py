@@ -10,10 +10,14 @@ Cells: `load_mode` 'closed' (the default) has `concurrency` = C users and `reque
 lag). `first_ttft_ms`/`first_e2e_ms` of a setting: its very first request after launch (cold start).
 `client_health_json` (NULL: not measured): the client's event-loop lag, CPU per worker process and the
 `saturated` flag for the window (see `specfrontier.load.health`).
+`imported_cell`: figures of a run made by `specfrontier import` from a table measured elsewhere (one row
+per setting x concurrency, medians as published; no requests behind them), with the file and row they
+came from; the setting's capacity is stored on its `setting` row.
 """
 
-SCHEMA_VERSION = 3  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
+SCHEMA_VERSION = 4  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
 # 3: cell.client_health_json (client lag, CPU, saturated flag)
+# 4: imported_cell (figures imported from a table measured elsewhere)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -88,5 +92,17 @@ CREATE TABLE IF NOT EXISTS request (
     output_text      TEXT NOT NULL,
     error            TEXT,
     PRIMARY KEY (cell_id, idx)
+);
+CREATE TABLE IF NOT EXISTS imported_cell (
+    run_id            TEXT NOT NULL,
+    setting_id        TEXT NOT NULL,
+    concurrency       INTEGER NOT NULL,
+    per_request_tok_s REAL,
+    aggregate_tok_s   REAL,
+    acceptance_length REAL,
+    acceptance_per_position_json TEXT,
+    source            TEXT NOT NULL,
+    PRIMARY KEY (run_id, setting_id, concurrency),
+    FOREIGN KEY (run_id, setting_id) REFERENCES setting(run_id, setting_id)
 );
 """

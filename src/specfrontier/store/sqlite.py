@@ -79,6 +79,20 @@ class CellRow:
     """The client's lag, CPU and saturation over the window (`ClientHealth.to_json`); None: not measured."""
 
 
+@dataclass(frozen=True, slots=True)
+class ImportedCellRow:
+    """Figures of one (setting, concurrency) of an imported run, as the source table gave them."""
+
+    setting_id: str
+    concurrency: int
+    per_request_tok_s: float | None
+    aggregate_tok_s: float | None
+    acceptance_length: float | None
+    acceptance_per_position: tuple[float, ...]
+    source: str
+    """Where the figures came from: file and row (or table key)."""
+
+
 class Store:
     """A SQLite file of runs. Thread-unsafe by design: one sweep writes through one Store."""
 
@@ -307,12 +321,17 @@ class Store:
         ).fetchall()
         return {(r[0], r[1], float(r[2]), int(r[3])) for r in rows}
 
-    def cells(self, run_id: str) -> list[CellRow]:
-        cell_rows = self._db.execute("SELECT * FROM cell WHERE run_id=? ORDER BY cell_id", (run_id,)).fetchall()
+    def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
+        """The run's cells with their requests; only one setting's when `setting_id` is given."""
+        args = (run_id, setting_id, setting_id)
+        cell_rows = self._db.execute(
+            "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) ORDER BY cell_id", args
+        ).fetchall()
         by_cell: dict[int, list[RequestRecord]] = {int(r["cell_id"]): [] for r in cell_rows}
         req_rows = self._db.execute(
-            "SELECT request.* FROM request JOIN cell USING (cell_id) WHERE cell.run_id=? ORDER BY cell_id, idx",
-            (run_id,),
+            "SELECT request.* FROM request JOIN cell USING (cell_id) "
+            "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?) ORDER BY cell_id, idx",
+            args,
         ).fetchall()
         for r in req_rows:
             by_cell[int(r["cell_id"])].append(_record_from_row(r))
@@ -343,6 +362,45 @@ class Store:
                 )
             )
         return out
+
+    # -- imported cells ------------------------------------------------------------------------
+    def record_imported_cells(self, run_id: str, rows: Sequence[ImportedCellRow]) -> None:
+        """Store every imported cell of a run in one transaction (all or nothing)."""
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT INTO imported_cell VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        run_id,
+                        r.setting_id,
+                        r.concurrency,
+                        r.per_request_tok_s,
+                        r.aggregate_tok_s,
+                        r.acceptance_length,
+                        json.dumps(list(r.acceptance_per_position)) if r.acceptance_per_position else None,
+                        r.source,
+                    )
+                    for r in rows
+                ],
+            )
+
+    def imported_cells(self, run_id: str) -> list[ImportedCellRow]:
+        """The imported cells of a run (empty for a measured run)."""
+        rows = self._db.execute(
+            "SELECT * FROM imported_cell WHERE run_id=? ORDER BY setting_id, concurrency", (run_id,)
+        ).fetchall()
+        return [
+            ImportedCellRow(
+                r["setting_id"],
+                int(r["concurrency"]),
+                r["per_request_tok_s"],
+                r["aggregate_tok_s"],
+                r["acceptance_length"],
+                tuple(json.loads(r["acceptance_per_position_json"] or "[]")),
+                r["source"],
+            )
+            for r in rows
+        ]
 
 
 def _request_row(cell_id: int, idx: int, r: RequestRecord) -> tuple[Any, ...]:

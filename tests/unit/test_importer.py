@@ -1,0 +1,122 @@
+"""`specfrontier import`: the seed table, CSV and JSON rows become a run; bad rows fail before any write,
+naming the file, the row, the field and the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specfrontier.errors import ConfigError
+from specfrontier.importer import load_table, store_table
+from specfrontier.store import Store
+
+SEED = Path(__file__).resolve().parents[1] / "data" / "seed_frontier.json"
+
+
+def test_seed_table_imports_with_engine_flags_and_capacities(tmp_path: Path) -> None:
+    table = load_table(SEED)
+    assert table.engine == "sglang"
+    assert [s.name for s in table.settings] == ["steps1", "steps2", "steps3", "steps4"]
+    assert table.settings[0].params == {"algorithm": "EAGLE3", "num_steps": 1, "eagle_topk": 1}
+    assert [s.capacity for s in table.settings] == [26, 21, 17, None]
+    assert len(table.cells) == 14
+    store = Store(tmp_path / "s.db")
+    run_id = store_table(store, table)
+    run = store.run(run_id)
+    assert run.status == "done" and run.environment["imported"] is True
+    cells = {(c.setting_id, c.concurrency): c for c in store.imported_cells(run_id)}
+    assert cells[("steps3", 32)].aggregate_tok_s == 1979 and cells[("steps3", 32)].per_request_tok_s is None
+    assert cells[("steps4", 1)].per_request_tok_s == 277
+    assert {s.name: s.capacity for s in store.settings(run_id)}["steps2"] == 21
+
+
+def test_csv_rows_with_acceptance_and_batch_size(tmp_path: Path) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text(
+        "setting,spec_type,draft_n_max,batch_size,aggregate_tok_s,per_request_tok_s,capacity,"
+        "acceptance_length,acceptance_per_position\n"
+        "base,none,,1,50,50,4,,\n"
+        "ng8,ngram-simple,8,1,70.5,70.5,4,2.5,0.8;0.5;0.2\n"
+        "ng8,ngram-simple,8,4,150,40,4,2.4,\n",
+        encoding="utf-8",
+    )
+    table = load_table(path, engine="llamacpp")
+    assert table.engine == "llamacpp"
+    assert [(s.name, s.speculative) for s in table.settings] == [("base", False), ("ng8", True)]
+    first = table.cells[1]
+    assert first.acceptance_per_position == (0.8, 0.5, 0.2) and first.acceptance_length == 2.5
+    store = Store(tmp_path / "s.db")
+    run_id = store_table(store, table)
+    back = store.imported_cells(run_id)
+    assert sorted((c.setting_id, c.concurrency) for c in back) == [("base", 1), ("ng8", 1), ("ng8", 4)]
+    assert next(c for c in back if c.setting_id == "ng8" and c.concurrency == 1).acceptance_per_position == (
+        0.8,
+        0.5,
+        0.2,
+    )
+
+
+def test_json_cells_object_with_model_shape(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    rows = [
+        {"method": "eagle3", "num_speculative_tokens": 2, "concurrency": 8, "aggregate_tok_s": 900},
+        {"method": "eagle3", "num_speculative_tokens": 3, "concurrency": 8, "aggregate_tok_s": 950},
+    ]
+    path.write_text(
+        json.dumps({"engine": "vllm", "model": {"experts": 128, "experts_per_token": 8}, "cells": rows}),
+        encoding="utf-8",
+    )
+    table = load_table(path)
+    assert table.engine == "vllm" and table.metadata["model"]["experts"] == 128
+    assert [s.name for s in table.settings] == ["eagle3-s2", "eagle3-s3"]
+
+
+def _rows(tmp_path: Path, rows: list[dict[str, object]], engine: str | None = "sglang") -> Path:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"engine": engine, "cells": rows} if engine else rows), encoding="utf-8")
+    return path
+
+
+GOOD = {"algorithm": "EAGLE3", "num_steps": 2, "concurrency": 4, "aggregate_tok_s": 500.0}
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([{**GOOD, "tokps": 3}], r"row 1: tokps = 3: unknown column; fix: use only"),
+        ([{k: v for k, v in GOOD.items() if k != "concurrency"}], r"row 1: concurrency is missing; fix: add"),
+        ([{**GOOD, "aggregate_tok_s": -5}], r"row 1: aggregate_tok_s = -5: must be > 0"),
+        ([{**GOOD, "aggregate_tok_s": None}], r"row 1: no figure"),
+        ([GOOD, GOOD], r"row 2: setting 'EAGLE3-s2' at concurrency 4 repeats .*row 1; fix: keep one"),
+        ([{**GOOD, "acceptance_length": 3.5}], r"row 1: acceptance_length = 3.5: must lie in \[1, 3\]"),
+        ([{**GOOD, "per_request_tok_s": 600}], r"row 1: per_request_tok_s = 600 exceeds aggregate_tok_s = 500"),
+        ([{**GOOD, "concurrency": 2.5}], r"row 1: concurrency = 2.5: must be a whole number >= 1"),
+        ([{**GOOD, "concurrency": 4, "batch_size": 8}], r"concurrency = 4 and batch_size = 8 disagree"),
+        (
+            [{**GOOD, "setting": "a"}, {**GOOD, "setting": "a", "num_steps": 3, "concurrency": 8}],
+            r"row 2: setting 'a' has other parameters than in .*row 1",
+        ),
+        ([{**GOOD, "acceptance_per_position": [0.9, 1.5]}], r"acceptance_per_position = .*\[0, 1\]"),
+        ([{**GOOD, "algorithm": "EAGLE3", "num_steps": None}], r"no draft depth; fix: add one of num_steps"),
+    ],
+)
+def test_bad_rows_name_row_field_and_fix(tmp_path: Path, rows: list[dict[str, object]], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_table(_rows(tmp_path, rows))
+
+
+def test_missing_engine_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"engine is missing; fix: .*--engine"):
+        load_table(_rows(tmp_path, [GOOD], engine=None))
+    bad = tmp_path / "x.json"
+    bad.write_text("{nope", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"not valid JSON .*line 1"):
+        load_table(bad)
+    with pytest.raises(ConfigError, match=r"cannot read it"):
+        load_table(tmp_path / "absent.csv")
+    csv_path = tmp_path / "y.csv"
+    csv_path.write_text("engine,steps,concurrency,aggregate,\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"column 'aggregate': unknown"):
+        load_table(csv_path)
