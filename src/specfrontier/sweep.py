@@ -158,7 +158,7 @@ class Sweep:
         self.planner = SearchPlanner(self.config, self.store, run_id)
         try:
             while (setting := self.planner.next_setting()) is not None:
-                await self._run_setting(run_id, setting)
+                await self._run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.store.set_run_status(run_id, "interrupted")
             raise
@@ -187,8 +187,9 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: SettingLike) -> None:
-        todo = self._missing(run_id, setting)
+    async def _run_setting(self, run_id: str, setting: SettingLike, levels: Sequence[float] | None = None) -> None:
+        """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
+        todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
             return
         port = free_port()

@@ -184,7 +184,10 @@ class Recommendation:
 
 
 def recommend(data: RunData) -> list[Recommendation]:
-    """Group consecutive concurrency levels that share a best setting into one recommendation each."""
+    """Group consecutive concurrency levels that share a best setting into one recommendation each.
+
+    Settings the correctness gate marked unsafe are left out unless the config allows them."""
+    data = data.recommendable()
     bests = recommended_per_concurrency(data)
     groups: list[list[Best]] = []
     for b in bests:

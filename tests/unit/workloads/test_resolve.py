@@ -86,3 +86,12 @@ def test_sampling_profiles_send_natural_eos_top_p_and_a_stable_seed_per_request(
 def test_bad_entries_are_refused_with_the_fix(entry: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         WorkloadSpec.model_validate(entry)
+
+
+def test_a_prompts_own_seed_is_sent_instead_of_the_cells() -> None:
+    from specfrontier.load.client import build_request_body
+    from specfrontier.records import Prompt, Sampling
+
+    body = build_request_body(Prompt("p", "c", "completion", 8, text="x", seed=7), Sampling(0.6, seed=1), None)
+    assert body["seed"] == 7
+    assert build_request_body(Prompt("p", "c", "completion", 8, text="x"), Sampling(0.6, seed=1), None)["seed"] == 1
