@@ -42,13 +42,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from fidelity_analysis import (
     AGREEMENT_HEADER,
+    DIAGNOSTIC_HEADER,
     LAG_HEADER,
     AgreementCell,
     LagSamples,
     ToolFigures,
     agreement_rows,
+    diagnostic_row,
     guidellm_benchmarks,
     guidellm_figures,
     guidellm_lags,
@@ -65,7 +68,8 @@ from fidelity_analysis import (
 )
 
 from specfrontier.load.client import StreamingClient
-from specfrontier.load.closed_loop import run_closed_loop
+from specfrontier.load.health import ClientHealth
+from specfrontier.load.workers import measure_closed_loop, resolve_workers
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
@@ -167,22 +171,50 @@ def _prompt(tokens: int) -> Prompt:
 @dataclass(frozen=True, slots=True)
 class OurRun:
     records: list[RequestRecord]
-    cpu_fraction: float
+    health: ClientHealth
     wall_s: float
 
+    @property
+    def cpu_fraction(self) -> float:
+        """The busiest client process's CPU time / wall time."""
+        return max(self.health.cpu_fraction, default=0.0)
 
-def run_ours(base_url: str, concurrency: int, requests: int, tokens: int) -> OurRun:
-    """One warmup pass of `concurrency` requests (discarded), then `requests` measured, closed loop."""
+    def describe(self) -> str:
+        h = self.health
+        lag = "-" if h.lag_p99_ms is None else f"{h.lag_p99_ms:.2f}"
+        return (
+            f"{h.workers} client process(es) on {'/'.join(h.loops)}, client CPU {self.cpu_fraction:.2f} core, "
+            f"event-loop lag p99 {lag} ms{' (saturated)' if h.saturated else ''}"
+        )
+
+
+def run_ours(base_url: str, concurrency: int, requests: int, tokens: int, *, keepalive: bool = False) -> OurRun:
+    """One warmup pass of `concurrency` requests (discarded), then `requests` measured, closed loop.
+
+    Measured the way `tune` and `bench` measure a cell: `measure_closed_loop` with the worker count
+    `client_workers: auto` picks, which is capped at the CPUs this process may use (1 here, by the
+    pinning), so it runs in this process. `keepalive` injects a session that reuses connections (a
+    diagnostic: the tool's client opens one connection per request, see `StreamingClient`).
+    """
     prompts = [_prompt(tokens)]
     sampling = Sampling(temperature=0.0, ignore_eos=True)
+    workers = resolve_workers("auto", streams=concurrency)
 
     async def go() -> OurRun:
-        async with StreamingClient(base_url, model=MODEL_ID, timeout_s=300) as client:
-            await run_closed_loop(client, prompts, sampling, concurrency=concurrency, num_requests=concurrency)
-            cpu0, wall0 = time.process_time(), time.perf_counter()
-            records = await run_closed_loop(client, prompts, sampling, concurrency=concurrency, num_requests=requests)
-            wall = time.perf_counter() - wall0
-            return OurRun(records, (time.process_time() - cpu0) / wall, wall)
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) if keepalive else None
+        try:
+            async with StreamingClient(base_url, model=MODEL_ID, timeout_s=300, session=session) as client:
+                await measure_closed_loop(
+                    client, prompts, sampling, concurrency=concurrency, num_requests=concurrency, workers=workers
+                )
+                wall0 = time.perf_counter()
+                records, health = await measure_closed_loop(
+                    client, prompts, sampling, concurrency=concurrency, num_requests=requests, workers=workers
+                )
+                return OurRun(records, health, time.perf_counter() - wall0)
+        finally:
+            if session is not None:
+                await session.close()
 
     return asyncio.run(go())
 
@@ -342,8 +374,8 @@ def agreement_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_onl
             mine = our_figures(cell_metrics(ours.records))
             truth_ours = server_figures(parse_server_log(server.log(clear=True)), _sids_of_ours(ours.records))
             print(
-                f"C={concurrency}: ours {requests} requests in {ours.wall_s:.1f} s, client CPU "
-                f"{ours.cpu_fraction:.2f} core; load {loadavg()}",
+                f"C={concurrency}: ours {requests} requests in {ours.wall_s:.1f} s, {ours.describe()}; "
+                f"load {loadavg()}",
                 flush=True,
             )
             theirs, truth_theirs = none, none
@@ -380,10 +412,14 @@ def agreement_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_onl
     return agreement_rows(cells)
 
 
-def lag_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: bool) -> list[Any]:
+def lag_phase(
+    plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: bool
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Lag rows, and diagnostic rows: ours as shipped vs ours with kept-alive connections."""
     print(f"\n== phase 2: lag (align=step), load average before: {loadavg()}", flush=True)
     server = FidelityServer("step", plan)
     cells: list[tuple[int, LagSamples, LagSamples]] = []
+    diagnostic: list[list[str]] = []
     try:
         for streams in plan.lag_streams:
             requests = plan.lag_rounds * streams
@@ -396,8 +432,8 @@ def lag_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: boo
             facts = server_facts(log, _sids_of_ours(ours.records))
             print(
                 f"{streams} streams: ours {requests} requests, {len(mine.every_chunk_ms)} chunks in "
-                f"{ours.wall_s:.1f} s ({len(mine.every_chunk_ms) / ours.wall_s:,.0f} chunks/s), client CPU "
-                f"{ours.cpu_fraction:.2f} core, server CPU {server_cpu:.2f} core, server slip p50/p99 "
+                f"{ours.wall_s:.1f} s ({len(mine.every_chunk_ms) / ours.wall_s:,.0f} chunks/s), "
+                f"{ours.describe()}, server CPU {server_cpu:.2f} core, server slip p50/p99 "
                 f"{facts['slip_p50_ms'] or 0:.2f}/{facts['slip_p99_ms'] or 0:.2f} ms; load {loadavg()}",
                 flush=True,
             )
@@ -416,6 +452,13 @@ def lag_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: boo
                     f"{guide_facts['slip_p50_ms'] or 0:.2f}/{guide_facts['slip_p99_ms'] or 0:.2f} ms; load {loadavg()}",
                     flush=True,
                 )
+            kept = run_ours(server.base_url, streams, requests, plan.lag_tokens, keepalive=True)
+            kept_lags = our_lags(kept.records, parse_server_log(server.log(clear=True)))
+            print(f"{streams} streams: ours with kept-alive connections (diagnostic), {kept.describe()}", flush=True)
+            diagnostic += [
+                diagnostic_row(streams, "one connection per request (as shipped)", mine),
+                diagnostic_row(streams, "kept-alive connections (diagnostic)", kept_lags),
+            ]
             cells.append((streams, mine, theirs))
             results["lag"].append(
                 {
@@ -438,13 +481,18 @@ def lag_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: boo
                         "unmatched": theirs.unmatched,
                         "server": guide_facts,
                     },
+                    "ours_keepalive": {
+                        "every_chunk_p50_ms": percentile(kept_lags.every_chunk_ms, 50),
+                        "every_chunk_p99_ms": percentile(kept_lags.every_chunk_ms, 99),
+                        "request_path_p50_ms": percentile(kept_lags.request_path_ms, 50),
+                    },
                 }
             )
     finally:
         server.stop()
     print(f"load average after phase 2: {loadavg()}")
     results["loadavg"].append(("after lag", loadavg()))
-    return lag_rows(cells)
+    return lag_rows(cells), diagnostic
 
 
 DEFINITIONS = """\
@@ -469,7 +517,14 @@ Definitions (ours: `specfrontier.metrics`; GuideLLM 0.8.1: `schemas/base/request
 """
 
 
-def render(plan: Plan, agreement: list[Any], lags: list[Any], results: dict[str, Any], ours_only: bool) -> str:
+def render(
+    plan: Plan,
+    agreement: list[list[str]],
+    lags: list[list[str]],
+    diagnostic: list[list[str]],
+    results: dict[str, Any],
+    ours_only: bool,
+) -> str:
     lines = [
         f"Measured {results['date']} by `.venv/bin/python benchmarks/client_fidelity.py"
         f"{' --quick' if results['quick'] else ''}` (GuideLLM {results['guidellm_version']}"
@@ -497,6 +552,11 @@ def render(plan: Plan, agreement: list[Any], lags: list[Any], results: dict[str,
         "Added client lag (server aligned to 10 ms decode steps: every stream's chunk in one burst):",
         "",
         markdown_table(LAG_HEADER, lags),
+        "",
+        "Diagnostic, ours only, same server: the client as shipped (a new TCP connection per request) vs the "
+        "same client with an injected session that keeps connections alive:",
+        "",
+        markdown_table(DIAGNOSTIC_HEADER, diagnostic),
         "",
         DEFINITIONS,
     ]
@@ -577,10 +637,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     try:
         agreement = agreement_phase(plan, out_dir, results, args.ours_only)
-        lags = lag_phase(plan, out_dir, results, args.ours_only)
+        lags, diagnostic = lag_phase(plan, out_dir, results, args.ours_only)
     finally:
         reset_autogroup()
-    text = render(plan, agreement, lags, results, args.ours_only)
+    text = render(plan, agreement, lags, diagnostic, results, args.ours_only)
     print("\n" + text)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     print(f"raw results: {out_dir}")

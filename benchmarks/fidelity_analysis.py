@@ -357,6 +357,24 @@ LAG_HEADER = [
 ]
 
 
+DIAGNOSTIC_HEADER = [
+    "streams",
+    "our client",
+    "every chunk p50 / p99 (ms)",
+    "first+last p50 / p99 (ms)",
+    "request path p50 / p99 (ms)",
+]
+
+
+def diagnostic_row(streams: int, label: str, lags: LagSamples) -> list[str]:
+    """One row comparing two ways of running our client on the same server."""
+
+    def pair(values: Sequence[float]) -> str:
+        return f"{_fmt(percentile(values, 50))} / {_fmt(percentile(values, 99))}"
+
+    return [str(streams), label, pair(lags.every_chunk_ms), pair(lags.first_last_ms), pair(lags.request_path_ms)]
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A GitHub-flavoured Markdown table (numbers right-aligned after the first column)."""
     align = ["---"] + ["---:"] * (len(header) - 1)
@@ -387,6 +405,7 @@ def replace_section(document: str, heading: str, body: str) -> str:
 
 __all__ = [
     "AGREEMENT_HEADER",
+    "DIAGNOSTIC_HEADER",
     "LAG_HEADER",
     "AgreementCell",
     "GuideLLMRequest",
@@ -394,6 +413,7 @@ __all__ = [
     "StreamSchedule",
     "ToolFigures",
     "agreement_rows",
+    "diagnostic_row",
     "guidellm_benchmarks",
     "guidellm_figures",
     "guidellm_lags",

@@ -8,8 +8,10 @@ setting and production workload:
 - acceptance rate, pooled over the workload's windows (accepted / drafted), and the share kept:
   workload acceptance / best-case acceptance;
 - speed-up per level: the setting's median aggregate tok/s / the baseline's, same workload and level;
-- gain kept: (speed-up - 1) / (best-case speed-up - 1), only where the best case gained (speed-up > 1);
-  where the best case itself did not beat the baseline there is no gain to keep, and it says so;
+- gain kept: (speed-up - 1) / (best-case speed-up - 1), only where the best case really gained: it beat
+  the baseline beyond the spread of repeats and drafted tokens at all (a setting that drafted nothing ran
+  like the baseline, so its "speed-up" is run-to-run noise); otherwise there is no gain to keep, and the
+  report says which;
 - the recommended setting per level (after the tie rule and the correctness gate) under the best case vs
   under the workload.
 """
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specfrontier.analysis.decisions import recommended_per_concurrency, speedup
+from specfrontier.analysis.decisions import beats_baseline, recommended_per_concurrency, speedup
 from specfrontier.analysis.summary import RunData
+from specfrontier.records import SpecCounters
 
 BEST_CASE = "synthetic-greedy@greedy"
+_NOTHING = SpecCounters(0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +33,15 @@ class LevelBias:
     level: float
     speedup: float | None
     best_case_speedup: float | None
+    best_case_gained: bool = True
+    """The best case beat the baseline beyond the spread of repeats, having drafted tokens."""
 
     @property
     def gain_kept(self) -> float | None:
         """Share of the best case's gain over the baseline that survives (None: the best case gained nothing)."""
         if self.speedup is None or self.best_case_speedup is None or self.best_case_speedup <= 1.0:
+            return None
+        if not self.best_case_gained:
             return None
         return (self.speedup - 1.0) / (self.best_case_speedup - 1.0)
 
@@ -111,8 +119,15 @@ def optimism_bias(data: RunData) -> OptimismBias | None:
         if workload == best_key:
             continue
         for name in speculative:
+            drafted = (best_view.pooled_counters(name) or _NOTHING).draft_tokens > 0
             levels = tuple(
-                LevelBias(lv, speedup(view, name, lv), speedup(best_view, name, lv)) for lv in view.concurrency_levels
+                LevelBias(
+                    lv,
+                    speedup(view, name, lv),
+                    speedup(best_view, name, lv),
+                    drafted and beats_baseline(best_view, name, lv),
+                )
+                for lv in view.concurrency_levels
             )
             rows.append(SettingBias(name, workload, _acceptance(view, name), _acceptance(best_view, name), levels))
         for b in recommended_per_concurrency(view.recommendable()):

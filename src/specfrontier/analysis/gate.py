@@ -6,12 +6,14 @@ a bug users must see (n-gram speculation "corrupting output" has been reported),
 unsafe and left out of recommendations unless the config says `allow_unsafe: true`.
 
 What counts as a difference: a speculative request whose output text matches none of the baseline's
-outputs for the same prompt, workload and concurrency level. Every output the baseline itself produced
-over its repeats is one that the engine's numerics can give without speculation (under continuous
-batching the batch a request shares changes from repeat to repeat, and with it the rounding), so it is
-not held against the setting. Comparing at the same level matters: a batch of C requests runs other
-matrix shapes than one request. The baseline's own divergence (its requests that differ from its most
-common output) is reported beside each result as the noise floor.
+outputs for the same prompt and workload. Every output the baseline itself produced, in any repeat and
+at any concurrency level, is one the engine's numerics give without speculation (a batch of C requests
+runs other matrix shapes than one request, and under continuous batching the batch a request shares
+changes from repeat to repeat, and with it the rounding), so it is not held against the setting.
+Measured on llama.cpp with SmolLM2: the baseline's greedy output for a prompt can differ between C = 1
+and C = 4, and a speculative setting at C = 4 can return the baseline's C = 1 text. The baseline's own
+divergence (its requests that differ from its most common output at that level) is reported beside
+each result as the noise floor.
 
 Why a tolerance (`divergence_tolerance`, default 0.1 = 10% of compared requests): engines do not
 promise bit-exact greedy outputs across batch shapes. llama.cpp and vLLM both document that results
@@ -106,7 +108,10 @@ def correctness_gate(
     reference = {
         (w, lv, p): Counter(texts).most_common(1)[0][0] for (s, w, lv, p), texts in outputs.items() if s == baseline
     }
-    allowed = {(w, lv, p): set(texts) for (s, w, lv, p), texts in outputs.items() if s == baseline}
+    allowed: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for (s, w, _, p), texts in outputs.items():
+        if s == baseline:
+            allowed[(w, p)].update(texts)
     base_stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     stats: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     found: dict[tuple[str, str], list[Divergence]] = defaultdict(list)
@@ -120,7 +125,7 @@ def correctness_gate(
                 base_stats[w][1] += text != ref
                 continue
             stats[(s, w)][0] += 1
-            if text not in allowed[(w, lv, p)]:
+            if text not in allowed[(w, p)]:
                 stats[(s, w)][1] += 1
                 if len(found[(s, w)]) < examples:
                     at = _first_diff(ref, text)

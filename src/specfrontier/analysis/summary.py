@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
+from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.load.health import saturated
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
@@ -203,6 +204,8 @@ class RunData:
     cells: tuple[CellSummary, ...]
     gate: tuple[GateResult, ...] = ()
     """Correctness gate: each speculative setting's greedy outputs vs the baseline's (`analysis.gate`)."""
+    turns: tuple[TurnSummary, ...] = ()
+    """Agentic session replay: per-turn latency and acceptance (`analysis.sessions`)."""
     slos: tuple[Slo, ...] = ()
     """The SLOs goodput was computed under (`report --slo`, `tune --slo`); empty: no goodput."""
 
@@ -375,7 +378,8 @@ def load_run(store: Store, run_id: str, slos: Sequence[Slo] = ()) -> RunData:
     baseline = next((s.name for s in settings if not s.speculative), None)
     tolerance = float(run.config.get("divergence_tolerance", DEFAULT_TOLERANCE))
     gate = tuple(correctness_gate(rows, baseline, tolerance))
-    return RunData(run, settings, tuple(summarise_cells(rows, slos)), gate, tuple(slos))
+    cells = tuple(summarise_cells(rows, slos))
+    return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos))
 
 
 def figure_json(fig: Figure) -> dict[str, Any]:

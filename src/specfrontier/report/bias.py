@@ -41,6 +41,8 @@ def bias_table(data: RunData, bias: OptimismBias | None = None) -> Table | None:
                 continue
             kept = b.gain_kept
             tail = f" ({kept:.0%} of gain)" if kept is not None else " (no best-case gain)"
+            if row.best_case_acceptance_rate is None:
+                tail = " (drafted nothing in the best case)"
             cells.append(f"{_x(b.speedup)} vs {_x(b.best_case_speedup)}{tail}")
         rows.append(cells)
     stand_in = (
@@ -57,7 +59,8 @@ def bias_table(data: RunData, bias: OptimismBias | None = None) -> Table | None:
             "same for the best-case workload; kept = accept rate / best case.",
             "speed-up = the setting's median aggregate tok/s / the baseline's on the same workload and level; "
             "'x vs y' = production vs best case; '% of gain' = (x - 1) / (y - 1), shown only where the best "
-            "case beat the baseline.",
+            "case beat the baseline beyond the spread of repeats (a setting that drafted nothing in the best case "
+            "ran like the baseline: its speed-up there is run-to-run noise).",
         ],
     )
 
@@ -112,18 +115,48 @@ def gate_table(data: RunData) -> Table | None:
         ["setting", "workload", "differ", "rate", "baseline self", "verdict", "first difference"],
         rows,
         [
-            "differ = requests whose output text matches none of the baseline's outputs for the same prompt, "
-            "workload and level; baseline self = the baseline's requests that differ from its own most common "
-            "output (the noise floor of batch-shape numerics).",
+            "differ = requests whose output text matches none of the baseline's outputs for the same prompt and "
+            "workload (any level, any repeat); baseline self = the baseline's requests that differ from its own "
+            "most common output at that level (the noise floor of batch-shape numerics).",
             f"unsafe = rate > divergence_tolerance = {tolerance:.0%} (engines do not promise bit-exact greedy "
             f"outputs across batch shapes; a broken setting differs on most requests); {effect}.",
         ],
     )
 
 
+def turns_table(data: RunData) -> Table | None:
+    """Agentic session replay: latency and acceptance per turn as the context grows."""
+    if not data.turns:
+        return None
+    rows = [
+        [
+            t.setting,
+            t.workload,
+            data.level_text(t.level),
+            str(t.turn),
+            str(t.requests),
+            "-" if t.context_tokens_p50 is None else f"{t.context_tokens_p50:.0f}",
+            "-" if t.ttft_p50_ms is None else f"{t.ttft_p50_ms:.0f}",
+            "-" if t.e2e_p50_ms is None else f"{t.e2e_p50_ms:.0f}",
+            _pct(t.acceptance_rate),
+        ]
+        for t in data.turns
+    ]
+    return Table(
+        "Agentic sessions: per turn (context grows turn by turn)",
+        ["setting", "workload", "level", "turn", "requests", "context tok p50", "TTFT p50 ms", "e2e p50 ms", "accept"],
+        rows,
+        [
+            "level = sessions in flight; turn t sends the recorded conversation up to its t-th user message; "
+            "context tok = server-reported prompt tokens; TTFT and e2e p50 over the turn's requests in all "
+            "repeats; accept = accepted / drafted tokens from the requests' own speculative counts."
+        ],
+    )
+
+
 def workload_tables(data: RunData) -> list[Table]:
-    """The run-wide workload sections as tables: optimism bias (multi-workload runs) and the gate."""
-    return [t for t in (bias_table(data), gate_table(data)) if t is not None]
+    """The run-wide workload sections as tables: optimism bias (multi-workload runs), the gate, session turns."""
+    return [t for t in (bias_table(data), gate_table(data), turns_table(data)) if t is not None]
 
 
 def bias_json(data: RunData) -> dict[str, Any] | None:
@@ -189,6 +222,25 @@ def _gate_entry(g: GateResult) -> dict[str, Any]:
     }
 
 
+def turns_json(data: RunData) -> list[dict[str, Any]]:
+    return [
+        {
+            "setting": t.setting,
+            "workload": t.workload,
+            "level": t.level,
+            "turn": t.turn,
+            "requests": t.requests,
+            "context_tokens_p50": t.context_tokens_p50,
+            "ttft_p50_ms": t.ttft_p50_ms,
+            "e2e_p50_ms": t.e2e_p50_ms,
+            "drafted": t.drafted,
+            "accepted": t.accepted,
+            "acceptance_rate": t.acceptance_rate,
+        }
+        for t in data.turns
+    ]
+
+
 def gate_json(data: RunData) -> dict[str, Any]:
     return {
         "allow_unsafe": data.allow_unsafe,
@@ -197,4 +249,13 @@ def gate_json(data: RunData) -> dict[str, Any]:
     }
 
 
-__all__ = ["best_change_lines", "bias_json", "bias_table", "gate_json", "gate_table", "workload_tables"]
+__all__ = [
+    "best_change_lines",
+    "bias_json",
+    "bias_table",
+    "gate_json",
+    "gate_table",
+    "turns_json",
+    "turns_table",
+    "workload_tables",
+]

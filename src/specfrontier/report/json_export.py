@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.summary import CellSummary, figure_json
-from specfrontier.report.bias import bias_json, gate_json
+from specfrontier.report.bias import bias_json, gate_json, turns_json
 
 
 class _Export(BaseModel):
@@ -243,6 +243,7 @@ def report_json(data: RunData) -> dict[str, Any]:
         "workloads": [{"workload": w, **decisions_json(view)} for w, view in data.workload_views() if w],
         "optimism_bias": bias_json(data),
         "correctness_gate": gate_json(data),
+        "session_turns": turns_json(data),
     }
 
 

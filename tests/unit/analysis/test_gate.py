@@ -44,13 +44,14 @@ def test_identical_outputs_pass_and_an_altered_output_is_caught() -> None:
     assert unsafe_settings(list(results.values())) == {"broken"}
 
 
-def test_tolerance_allows_rare_differences_and_levels_are_compared_separately() -> None:
-    batched = _altered(10)  # at C=4 the baseline itself produced other text: the reference is per level
+def test_tolerance_allows_rare_differences_and_any_baseline_output_counts_as_safe() -> None:
+    batched = _altered(10)  # at C=4 the baseline itself produced other text
+    broken = {p: t + " and then something else" for p, t in TEXTS.items()}
     rows = [
         _row("baseline", "w@greedy", 1, 0, TEXTS),
         _row("baseline", "w@greedy", 4, 0, batched),
-        _row("ngram", "w@greedy", 1, 0, _altered(1)),  # 1 of 10: at the tolerance, not above it
-        _row("ngram", "w@greedy", 4, 0, batched),
+        _row("ngram", "w@greedy", 1, 0, {**TEXTS, "p0": broken["p0"]}),  # 1 of 10 differs: at the tolerance
+        _row("ngram", "w@greedy", 4, 0, TEXTS),  # the baseline's C=1 text at C=4: not a difference
     ]
     (result,) = correctness_gate(rows, "baseline", 0.1)
     assert (result.diverged, result.compared, result.unsafe) == (1, 20, False)

@@ -237,3 +237,14 @@ async def test_our_client_against_the_fidelity_server_matches_every_chunk(fideli
     metrics = cell_metrics(records)
     assert metrics.output_tokens == 30 and metrics.errors == 0
     assert all(r.prompt_tokens == 3 for r in records)  # the server's word-count stand-in for a tokenizer
+
+
+def test_diagnostic_row_gives_p50_and_p99_of_each_sample() -> None:
+    lags = fa.LagSamples((1.0, 3.0), (2.0,), (1.0,), (5.0, 7.0), 1, 0)
+    assert fa.diagnostic_row(64, "as shipped", lags) == [
+        "64",
+        "as shipped",
+        "2.00 / 2.98",
+        "2.00 / 2.00",
+        "6.00 / 6.98",
+    ]
