@@ -103,7 +103,7 @@ def correctness_gate(
         if not is_greedy_workload(row.workload):
             continue
         for r in row.requests:
-            if r.ok:
+            if r.ok and r.output_text:  # no text (a simulator, a failed stream): nothing to compare
                 outputs[(row.setting_id, row.workload, _level(row), r.prompt_id)].append(r.output_text)
     reference = {
         (w, lv, p): Counter(texts).most_common(1)[0][0] for (s, w, lv, p), texts in outputs.items() if s == baseline
