@@ -171,6 +171,9 @@ def _tune_virtual(cfg: TuneConfig | None, store_path: Path | None, *, resume: st
     virtual.run(run_id)
     data = load_run(virtual.store, run_id)
     print_report(data, console)
+    from specfrontier.cli_search import print_search_trace
+
+    print_search_trace(virtual.planner, console)
     console.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
     write_tune_html(virtual.store, run_id, data, console)
     if cfg is not None and cfg == seed_sim_config().model_copy(update={"engine": cfg.engine}):
@@ -225,9 +228,22 @@ def tune(
     time_scale: Annotated[
         float | None, typer.Option("--time-scale", help="http face: simulated seconds per wall second.")
     ] = None,
+    search: Annotated[
+        str | None, typer.Option("--search", help="grid (every listed setting, default) or adaptive.")
+    ] = None,
+    max_launches: Annotated[int | None, typer.Option("--max-launches", help="Search budget: launches.")] = None,
+    max_engine_s: Annotated[
+        float | None, typer.Option("--max-engine-s", help="Search budget: engine-seconds (startup + windows).")
+    ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
+    from specfrontier.cli_search import apply_search_options, print_search_trace, refuse_on_resume
+
     cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
+    if cfg is None:
+        refuse_on_resume(search, max_launches, max_engine_s)
+    else:
+        cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
     if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
         _tune_virtual(cfg, store, resume=resume, quiet=quiet)
         return
@@ -244,6 +260,7 @@ def tune(
         raise typer.Exit(130) from None
     data = load_run(sweep.store, run_id)
     print_report(data, console)
+    print_search_trace(sweep.planner, console)
     console.print(
         f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
         f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
@@ -342,6 +359,27 @@ def calibrate(
     from specfrontier.sim.calibrate import calibrate_main
 
     sys.stdout.write(calibrate_main(measurements, profile) + "\n")
+
+
+class ScheduleEngineName(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+@app.command()
+def schedule(
+    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop sim or SGLang run).")],
+    engine: Annotated[ScheduleEngineName, typer.Option("--engine", help="Schedule format: vllm or sglang.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the schedule file here.")] = None,
+    slo_tpot_ms: Annotated[
+        float | None, typer.Option("--slo-tpot-ms", help="Also pick the best setting meeting TPOT p90 <= this.")
+    ] = None,
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Best speculation depth per batch size as the engine's schedule file, plus the static best per workload."""
+    from specfrontier.cli_schedule import run_schedule
+
+    run_schedule(load_run(_open_existing(store), run_id), engine.value, output, slo_tpot_ms, console)
 
 
 @app.command("import")

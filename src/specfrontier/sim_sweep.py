@@ -15,6 +15,7 @@ from specfrontier.config.sglang import SGLangSetting, SGLangTuneConfig, SimEngin
 from specfrontier.engines.sglang import setting_args
 from specfrontier.errors import ConfigError
 from specfrontier.metrics import cell_metrics
+from specfrontier.search.planner import SearchPlanner
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.profile import SimProfile, load_profile
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
@@ -47,6 +48,7 @@ class VirtualSweep:
     def __init__(self, config: SGLangTuneConfig, *, on_cell_done: Callable[[CellDone], None] | None = None) -> None:
         self.config, self.on_cell_done = config, on_cell_done
         self._store: Store | None = None
+        self.planner: SearchPlanner | None = None
         if not isinstance(self.config.engine, SimEngine):
             raise ConfigError("engine.name: the virtual sweep needs engine.name = sim; fix: set engine.name: sim")
         self.engine: SimEngine = self.config.engine
@@ -94,54 +96,74 @@ class VirtualSweep:
                 "profile_description": self.profile.description,
             },
         )
-        register_settings(self.store, run_id, self.config.settings)
+        if self.config.search.strategy == "grid":  # other strategies register what they choose
+            register_settings(self.store, run_id, self.config.settings)
         return run_id
 
     def run(self, run_id: str) -> None:
+        """Simulate every missing cell of the settings the search chooses (grid: all listed ones).
+        `self.planner` keeps the search's trace and the reason it stopped."""
+        self.planner = SearchPlanner(self.config, self.store, run_id)
+        while (setting := self.planner.next_setting()) is not None:
+            assert isinstance(setting, SGLangSetting)
+            self.run_setting(run_id, setting)
+        self.store.set_run_status(run_id, "done")
+
+    def run_setting(self, run_id: str, s: SGLangSetting) -> None:
+        """Every missing cell of one setting (resolved and refused here if SGLang would reject it)."""
         cfg, w = self.config, self.config.workload
+        resolved = self._resolve(s)
         done = self.store.done_cells(run_id)
         label = f"sim:{self.engine.workload_class}|t={w.temperature}|max={w.max_tokens}|in={self.engine.input_tokens}"
-        for s in cfg.settings:
-            self.store.update_setting(
-                run_id,
-                s.name,
-                status="running",
-                command=sglang_command(s),
-                capacity=capacity(self.profile, self.resolved[s.name]),
-                capacity_source="simulator capacity law of the profile (model)",
-            )
-            for repeat in range(cfg.repeats):
-                for c in cfg.concurrency:
-                    if (s.name, label, c, repeat) in done:
-                        continue
-                    records = simulate_cell(
-                        self.profile,
-                        _sim_setting(s),
-                        concurrency=c,
-                        num_requests=max(self.engine.min_requests, requests_per_cell(cfg.rounds_per_cell, c, 1)),
-                        workload=self.engine.workload_class,
-                        temperature=w.temperature,
-                        ignore_eos=w.ignore_eos,
-                        input_tokens=self.engine.input_tokens,
-                        max_tokens=w.max_tokens,
-                        warmup_requests=cfg.warmup_rounds * c,
-                        seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
-                    )
-                    counters = per_request_counters(records)
-                    self.store.record_cell(
-                        run_id,
-                        setting_id=s.name,
-                        workload=label,
-                        concurrency=c,
-                        repeat=repeat,
-                        requests=records,
-                        counters=counters,
-                        acceptance_source=SIM_SOURCE if counters else None,
-                    )
-                    if self.on_cell_done:
-                        self.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
-            self.store.update_setting(run_id, s.name, status="done")
-        self.store.set_run_status(run_id, "done")
+        self.store.update_setting(
+            run_id,
+            s.name,
+            status="running",
+            command=sglang_command(s),
+            capacity=capacity(self.profile, resolved),
+            capacity_source="simulator capacity law of the profile (model)",
+        )
+        for repeat in range(cfg.repeats):
+            for c in cfg.concurrency:
+                if (s.name, label, c, repeat) in done:
+                    continue
+                records = simulate_cell(
+                    self.profile,
+                    _sim_setting(s),
+                    concurrency=c,
+                    num_requests=max(self.engine.min_requests, requests_per_cell(cfg.rounds_per_cell, c, 1)),
+                    workload=self.engine.workload_class,
+                    temperature=w.temperature,
+                    ignore_eos=w.ignore_eos,
+                    input_tokens=self.engine.input_tokens,
+                    max_tokens=w.max_tokens,
+                    warmup_requests=cfg.warmup_rounds * c,
+                    seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
+                )
+                counters = per_request_counters(records)
+                self.store.record_cell(
+                    run_id,
+                    setting_id=s.name,
+                    workload=label,
+                    concurrency=c,
+                    repeat=repeat,
+                    requests=records,
+                    counters=counters,
+                    acceptance_source=SIM_SOURCE if counters else None,
+                )
+                if self.on_cell_done:
+                    self.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
+        self.store.update_setting(run_id, s.name, status="done")
+
+    def _resolve(self, s: SGLangSetting) -> ResolvedSetting:
+        if s.name not in self.resolved:  # a setting the search added (a deeper chain)
+            try:
+                self.resolved[s.name] = resolve_setting(
+                    _sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"settings[{s.name}]: {exc}") from exc
+        return self.resolved[s.name]
 
 
 __all__ = ["SIM_SOURCE", "VirtualSweep", "sglang_command"]

@@ -43,6 +43,7 @@ from specfrontier.load.workers import (
 )
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
+from specfrontier.search.planner import SearchPlanner
 from specfrontier.server import ServerProcess, free_port, tail_of
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
@@ -112,6 +113,7 @@ class Sweep:
         w = config.workload
         self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
         self.prompts: list[Prompt] = []
+        self.planner: SearchPlanner | None = None
         self.workloads: list[ResolvedWorkload] = []
         """Every workload the cells measure, in config order (filled by `prepare`)."""
 
@@ -146,13 +148,16 @@ class Sweep:
             config=self.config.model_dump(mode="json"),
             environment=environment(self.adapter),
         )
-        register_settings(self.store, run_id, self.config.all_settings())
+        if self.config.search.strategy == "grid":  # other strategies register what they choose
+            register_settings(self.store, run_id, self.config.all_settings())
         return run_id
 
     async def run(self, run_id: str) -> None:
-        """Measure every missing cell of `run_id`; marks the run done, or interrupted on cancel."""
+        """Measure every missing cell of the settings the search chooses (grid: all listed ones);
+        marks the run done, or interrupted on cancel. `self.planner` keeps the search's trace."""
+        self.planner = SearchPlanner(self.config, self.store, run_id)
         try:
-            for setting in self.config.all_settings():
+            while (setting := self.planner.next_setting()) is not None:
                 await self._run_setting(run_id, setting)
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.store.set_run_status(run_id, "interrupted")

@@ -2,16 +2,21 @@
 
 The objective at a fixed client concurrency is aggregate output tok/s (median over repeats): in a
 closed loop with C requests in flight it is the rate at which the server serves those C users, and at
-C=1 it equals per-request speed. A win counts as real only when the best setting's worst repeat beats
-the runner-up's best repeat (their ranges over repeats do not overlap); otherwise it is a tie within
-the noise and is reported as such.
+C=1 it equals per-request speed. A win counts as real only when the two settings' bootstrap intervals of
+the median do not overlap AND the medians differ by more than 1% (`specfrontier.stats.separated`; with 3
+repeats the interval is the min-max range); otherwise it is a tie within the noise, reported as such,
+and the recommendation takes the cheapest setting among those tied with the best: no speculation < fewer
+draft tokens < more (docs/metrics.md).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
-from specfrontier.analysis.summary import RunData
+from specfrontier.analysis.summary import CellSummary, Figure, RunData
+from specfrontier.stats import separated
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +29,7 @@ class Best:
     margin: float | None
     """(best - runner-up) / runner-up, on medians."""
     beyond_spread: bool
-    """True when the best's lowest repeat is above the runner-up's highest repeat."""
+    """True when the best is separated from the runner-up: intervals apart and more than 1% apart."""
     speedup_vs_baseline: float | None
 
 
@@ -54,7 +59,7 @@ def best_per_concurrency(data: RunData) -> list[Best]:
         margin = beyond = None
         if second is not None and second.aggregate_tok_s.median:
             margin = top_value / second.aggregate_tok_s.median - 1.0
-            beyond = (top.aggregate_tok_s.low or 0.0) > (second.aggregate_tok_s.high or 0.0)
+            beyond = _figures_separated(top.aggregate_tok_s, second.aggregate_tok_s)
         base = data.cell(data.baseline, c) if data.baseline else None
         speedup = top_value / base.aggregate_tok_s.median if base is not None and base.aggregate_tok_s.median else None
         out.append(Best(c, top.setting, top_value, second.setting if second else None, margin, bool(beyond), speedup))
@@ -92,32 +97,79 @@ def crossovers(data: RunData) -> list[Crossover]:
     return found
 
 
+def _figures_separated(winner: Figure, loser: Figure) -> bool:
+    """`winner` is above `loser` beyond the noise (intervals apart, medians > 1% apart)."""
+    wi, li = winner.interval, loser.interval
+    if winner.median is None or loser.median is None or wi is None or li is None:
+        return False
+    return winner.median > loser.median and separated(winner.median, wi, loser.median, li)
+
+
 def _separated(data: RunData, winner: str, loser: str, concurrency: float) -> bool:
     w, lo = data.cell(winner, concurrency), data.cell(loser, concurrency)
-    if w is None or lo is None or w.aggregate_tok_s.low is None or lo.aggregate_tok_s.high is None:
+    if w is None or lo is None:
         return False
-    return w.aggregate_tok_s.low > lo.aggregate_tok_s.high
+    return _figures_separated(w.aggregate_tok_s, lo.aggregate_tok_s)
+
+
+_DRAFT_LENGTH_KEYS = ("num_draft_tokens", "num_speculative_tokens", "draft_n_max", "draft_max")
+
+
+def draft_length(params: dict[str, Any]) -> float:
+    """Draft tokens per step a setting's parameters ask for (inf when they do not say: assume the most).
+
+    SGLang's topk-1 chain without `num_draft_tokens` runs num_steps + 1 (see config/sglang.py).
+    """
+    for key in _DRAFT_LENGTH_KEYS:
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    steps = params.get("num_steps")
+    if isinstance(steps, int) and not isinstance(steps, bool):
+        return float(steps + 1)
+    return math.inf
+
+
+def setting_cost(data: RunData, setting: str) -> tuple[int, float]:
+    """Cost order for ties: no speculation (0, 0) < fewer draft tokens < more (1, draft length)."""
+    row = data.setting(setting)
+    if not row.speculative:
+        return (0, 0.0)
+    return (1, draft_length(row.params))
 
 
 def recommended_per_concurrency(data: RunData) -> list[Best]:
-    """The best setting per concurrency after the tie rule (a win within the noise over the baseline
-    goes to the baseline): what the recommendation uses."""
+    """The best setting per concurrency after the tie rule (a win within the noise over a cheaper
+    setting goes to the cheaper one): what the recommendation uses."""
     return [_prefer_cheaper_on_tie(data, b) for b in best_per_concurrency(data)]
 
 
 def _prefer_cheaper_on_tie(data: RunData, best: Best) -> Best:
-    """A speculative win inside the noise over the no-speculation baseline is not worth its cost.
+    """A win inside the noise over a cheaper setting is not worth its cost: the cheapest tied one is taken.
 
-    The best is compared with the baseline itself, wherever the baseline ranks: a win within the spread
-    of repeats over it falls back to it even when another speculative setting is the runner-up.
+    Every setting at this level is compared with the best itself, wherever it ranks (the baseline may
+    tie with the best even when another speculative setting is the runner-up). Cost order: no
+    speculation < fewer draft tokens < more; equal cost keeps the higher median.
     """
-    baseline = data.baseline
-    if baseline is None or best.setting == baseline or _separated(data, best.setting, baseline, best.concurrency):
+    tied: list[CellSummary] = [
+        cell
+        for cell in data.cells
+        if cell.level == best.concurrency
+        and cell.aggregate_tok_s.median
+        and cell.setting != best.setting
+        and not _separated(data, best.setting, cell.setting, best.concurrency)
+    ]
+    if not tied:
         return best
-    base = data.cell(baseline, best.concurrency)
-    if base is None or not base.aggregate_tok_s.median:
+    best_cost = setting_cost(data, best.setting)
+    cheaper = [c for c in tied if setting_cost(data, c.setting) < best_cost]
+    if not cheaper:
         return best
-    return Best(best.concurrency, baseline, base.aggregate_tok_s.median, best.setting, None, False, 1.0)
+    pick = min(cheaper, key=lambda c: (setting_cost(data, c.setting), -(c.aggregate_tok_s.median or 0.0)))
+    value = pick.aggregate_tok_s.median or 0.0
+    base = data.cell(data.baseline, best.concurrency) if data.baseline else None
+    vs_base = value / base.aggregate_tok_s.median if base is not None and base.aggregate_tok_s.median else None
+    return Best(best.concurrency, pick.setting, value, best.setting, None, False, vs_base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +213,10 @@ def recommend(data: RunData) -> list[Recommendation]:
                     if not b.beyond_spread and b.runner_up
                 }
             )
-            note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie)"
+            cheaper = any(b.margin is None and b.runner_up for b in group)
+            note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie" + (
+                "; the cheaper setting is recommended)" if cheaper else ")"
+            )
         distorted = _client_saturated_evidence(data, group)
         if distorted:
             note += f"; WARNING: client saturated at {', '.join(distorted)}: this evidence may be distorted"
@@ -187,7 +242,9 @@ __all__ = [
     "Recommendation",
     "best_per_concurrency",
     "crossovers",
+    "draft_length",
     "recommend",
     "recommended_per_concurrency",
+    "setting_cost",
     "speedup",
 ]

@@ -1,7 +1,9 @@
 """Cell summaries over repeats, computed from the store alone.
 
-Each figure of a cell is the median over its repeats, with the lowest and highest repeat kept as the
-spread (with 3 repeats this is the full range: a conservative, assumption-free spread). Acceptance is
+Each figure of a cell is the median over its repeats, with the lowest and highest repeat, the MAD and a
+seeded bootstrap interval of the median (`specfrontier.stats`; docs/metrics.md). A cell is noisy when its
+aggregate tok/s has a relative MAD above 10%: MAD, unlike the range, is not moved by one disturbed
+repeat. Acceptance is
 pooled over repeats: counts are summed first, then divided, so a short repeat does not weigh as much
 as a long one. Time slices and latency spikes are computed per repeat from the stored requests.
 """
@@ -17,28 +19,51 @@ from typing import Any
 from specfrontier.load.health import saturated
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
+from specfrontier.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
 from specfrontier.timeslices import Spike, TimeSlice, spikes, time_slices
 
-NOISY_SPREAD = 0.10
-"""A cell whose (max - min) / median over repeats exceeds this is flagged noisy."""
+NOISY_SPREAD = NOISY_RELATIVE_MAD
+"""A cell whose relative MAD (MAD / median over repeats) of aggregate tok/s exceeds this is flagged noisy."""
 
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """A figure over repeats: median and the lowest/highest repeat."""
+    """A figure over repeats: median, the lowest/highest repeat, MAD and a bootstrap interval of the median."""
 
     median: float | None
     low: float | None
     high: float | None
     n: int
+    mad: float | None = None
+    """Median absolute deviation from the median (unscaled)."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    """95% percentile-bootstrap interval of the median (seeded: the same data gives the same interval)."""
 
     @classmethod
     def of(cls, values: Sequence[float | None]) -> Figure:
         present = [v for v in values if v is not None]
         if not present:
             return cls(None, None, None, 0)
-        return cls(statistics.median(present), min(present), max(present), len(present))
+        ci = bootstrap_ci(present)
+        return cls(statistics.median(present), min(present), max(present), len(present), mad(present), ci.low, ci.high)
+
+    @property
+    def interval(self) -> Interval | None:
+        """The bootstrap interval; falls back to [low, high] for a Figure built by hand without one."""
+        if self.ci_low is not None and self.ci_high is not None:
+            return Interval(self.ci_low, self.ci_high)
+        if self.low is not None and self.high is not None:
+            return Interval(self.low, self.high)
+        return None
+
+    @property
+    def relative_mad(self) -> float | None:
+        """MAD / median: the noise rule's measure (None without a MAD or with a zero median)."""
+        if self.mad is None or self.median is None or self.median == 0:
+            return None
+        return self.mad / abs(self.median)
 
     @property
     def relative_spread(self) -> float | None:
@@ -95,8 +120,9 @@ class CellSummary:
 
     @property
     def noisy(self) -> bool:
-        spread = self.aggregate_tok_s.relative_spread
-        return spread is not None and spread > NOISY_SPREAD
+        """Aggregate tok/s relative MAD over repeats above 10% (docs/metrics.md)."""
+        rel = self.aggregate_tok_s.relative_mad
+        return rel is not None and rel > NOISY_RELATIVE_MAD
 
     @property
     def client_saturated(self) -> bool:
@@ -266,7 +292,16 @@ def load_run(store: Store, run_id: str) -> RunData:
 
 
 def figure_json(fig: Figure) -> dict[str, Any]:
-    return {"median": fig.median, "min": fig.low, "max": fig.high, "repeats": fig.n}
+    return {
+        "median": fig.median,
+        "min": fig.low,
+        "max": fig.high,
+        "repeats": fig.n,
+        "mad": fig.mad,
+        "relative_mad": fig.relative_mad,
+        "ci95_low": fig.ci_low,
+        "ci95_high": fig.ci_high,
+    }
 
 
 __all__ = ["NOISY_SPREAD", "CellSummary", "Figure", "RunData", "figure_json", "load_run", "summarise_cells"]

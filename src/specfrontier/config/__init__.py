@@ -23,6 +23,7 @@ from specfrontier.config.llamacpp import (
     default_config,
     default_settings,
 )
+from specfrontier.config.search import SearchConfig
 from specfrontier.config.sglang import (
     SGLangEngine,
     SGLangSetting,
@@ -92,6 +93,7 @@ __all__ = [
     "SGLangEngine",
     "SGLangSetting",
     "SGLangTuneConfig",
+    "SearchConfig",
     "SettingLike",
     "SimEngine",
     "SpecType",

@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specfrontier.config.search import SearchConfig
 from specfrontier.config.workloads import WorkloadSpec
 
 
@@ -130,6 +131,7 @@ class TuneBase(_Strict):
     allow_unsafe: bool = Field(False, description="Recommend settings the correctness gate marked unsafe.")
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
+    search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
 
     @field_validator("client_workers", mode="before")
     @classmethod
@@ -169,6 +171,22 @@ class TuneBase(_Strict):
             raise ValueError(f"settings: name = {dupes[0]!r} appears twice; fix: give every setting a unique name")
         if not any(not s.speculative for s in self.all_settings()):
             raise ValueError(f"settings: {self.baseline_hint}; speedups are measured against it")
+        return self
+
+    @model_validator(mode="after")
+    def _search_fits_sweep(self) -> TuneBase:
+        search = self.search
+        extra = sorted(set(search.target_concurrency) - set(self.concurrency))
+        if extra:
+            raise ValueError(
+                f"search.target_concurrency = {extra[0]}: not a measured level; "
+                f"fix: use levels from concurrency {list(self.concurrency)} or add {extra[0]} to concurrency"
+            )
+        if search.strategy != "grid" and self.load.mode == "open":
+            raise ValueError(
+                f"search.strategy = {search.strategy!r}: compares settings per concurrency, but load.mode is open; "
+                "fix: use search.strategy: grid, or load.mode: closed"
+            )
         return self
 
 

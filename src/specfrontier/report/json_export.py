@@ -53,7 +53,7 @@ class CellExport(_Export):
     capacity: int | None = Field(description="Max concurrent requests read back from the server.")
     requests: int = Field(description="Requests over all repeats.")
     errors: int = Field(description="Failed requests over all repeats.")
-    noisy: bool = Field(description="Aggregate tok/s range over repeats > 10% of the median.")
+    noisy: bool = Field(description="Aggregate tok/s MAD over repeats > 10% of the median.")
     client_saturated: bool = Field(
         description="Some repeat's client was saturated (lag p99 or CPU over the limits): figures not trusted."
     )
@@ -61,7 +61,9 @@ class CellExport(_Export):
         description="Per repeat: client event-loop lag p50/p99/max (ms), CPU share of a core per worker, "
         "reads, events, workers, saturated and why."
     )
-    spread: dict[str, dict[str, Any]] = Field(description="median/min/max per figure over repeats.")
+    spread: dict[str, dict[str, Any]] = Field(
+        description="Per figure over repeats: median, min, max, MAD, relative MAD, 95% bootstrap CI of the median."
+    )
 
 
 def _cell(data: RunData, c: CellSummary) -> CellExport:
@@ -109,7 +111,9 @@ DEFINITIONS = {
     "achieved_concurrency": "sum of request latencies / window",
     "acceptance_rate": "accepted draft tokens / drafted tokens, measured windows only",
     "acceptance_length": "1 + accepted draft tokens / verification steps",
-    "repeats": "every figure is the median over repeats; spread gives min and max",
+    "repeats": "every figure is the median over repeats; spread gives min, max, MAD and a seeded bootstrap 95% "
+    "interval of the median; noisy = aggregate tok/s MAD > 10% of the median; a difference is a tie when the "
+    "intervals overlap or the medians are within 1%, and the cheapest tied setting is recommended",
     "time_slices": "one-second slices from the window's first send: requests finished (by end time), output "
     "tokens delivered (by chunk arrival), TTFT p50/p99 by first-token time, TPOT p50/p99 by end time",
     "spike": "a slice whose TTFT or TPOT p99 exceeds 3x the median of that metric over the repeat's requests",

@@ -22,8 +22,8 @@ from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 
 SPREAD_NOTE = (
     "Each figure is the median over repeats; ±x% is half the range (max - min) over repeats, relative to "
-    "the median. '~' marks a noisy cell (range > 10% of the median); '!' marks a cell whose achieved "
-    "concurrency fell below 80% of the requested one (queueing or a capacity limit)."
+    "the median. '~' marks a noisy cell (aggregate tok/s MAD over repeats > 10% of the median); '!' marks a "
+    "cell whose achieved concurrency fell below 80% of the requested one (queueing or a capacity limit)."
 )
 
 
@@ -182,7 +182,8 @@ def best_table(data: RunData) -> Table:
         rows,
         [
             "best = highest median aggregate tok/s at that C; margin = best / runner-up - 1 on medians; "
-            "beyond spread = the best's lowest repeat is above the runner-up's highest repeat."
+            "beyond spread = the two bootstrap 95% intervals of the median do not overlap and the margin is over "
+            "1% (else a tie; the recommendation then takes the cheapest tied setting)."
         ],
     )
 
@@ -218,8 +219,8 @@ def flag_lines(data: RunData) -> list[str]:
         if c.errors:
             lines.append(f"{c.setting} {at}: {c.errors} of {c.requests} requests failed")
         if c.noisy:
-            spread = c.aggregate_tok_s.relative_spread or 0.0
-            lines.append(f"{c.setting} {at}: noisy (aggregate tok/s range {spread:.0%} of median)")
+            rel = c.aggregate_tok_s.relative_mad or 0.0
+            lines.append(f"{c.setting} {at}: noisy (aggregate tok/s MAD over repeats {rel:.0%} of the median)")
         lines += _open_loop_flags(c, at)
         lines += client_flag_lines(c, at)
         if c.client_limited:

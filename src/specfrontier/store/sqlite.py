@@ -321,12 +321,17 @@ class Store:
         ).fetchall()
         return {(r[0], r[1], float(r[2]), int(r[3])) for r in rows}
 
-    def cells(self, run_id: str) -> list[CellRow]:
-        cell_rows = self._db.execute("SELECT * FROM cell WHERE run_id=? ORDER BY cell_id", (run_id,)).fetchall()
+    def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
+        """The run's cells with their requests; only one setting's when `setting_id` is given."""
+        args = (run_id, setting_id, setting_id)
+        cell_rows = self._db.execute(
+            "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) ORDER BY cell_id", args
+        ).fetchall()
         by_cell: dict[int, list[RequestRecord]] = {int(r["cell_id"]): [] for r in cell_rows}
         req_rows = self._db.execute(
-            "SELECT request.* FROM request JOIN cell USING (cell_id) WHERE cell.run_id=? ORDER BY cell_id, idx",
-            (run_id,),
+            "SELECT request.* FROM request JOIN cell USING (cell_id) "
+            "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?) ORDER BY cell_id, idx",
+            args,
         ).fetchall()
         for r in req_rows:
             by_cell[int(r["cell_id"])].append(_record_from_row(r))

@@ -88,9 +88,10 @@ def _cell(data: RunData, setting: str, c: int) -> CellSummary:
 def test_median_and_range_over_repeats(data: RunData) -> None:
     base = _cell(data, "baseline", 1)
     assert base.repeats == 3
-    assert base.aggregate_tok_s == Figure(median=81.0, low=80.0, high=82.0, n=3)
+    # MAD = median(|80-81|, 0, |82-81|) = 1; the bootstrap interval of 3 values' median is their range
+    assert base.aggregate_tok_s == Figure(median=81.0, low=80.0, high=82.0, n=3, mad=1.0, ci_low=80.0, ci_high=82.0)
     # TTFT 300, 100, 200 ms in the three repeats
-    assert base.ttft_p50_ms == Figure(200.0, 100.0, 300.0, 3)
+    assert base.ttft_p50_ms == Figure(200.0, 100.0, 300.0, 3, 100.0, 100.0, 300.0)
     # per-request tok/s = (tokens - 1) / (1000 ms - TTFT): 81/0.7, 79/0.9, 80/0.8 -> median 100, min 79/0.9
     fig = base.per_request_tok_s_p50
     assert fig.median == pytest.approx(100.0)
@@ -99,22 +100,30 @@ def test_median_and_range_over_repeats(data: RunData) -> None:
     # TPOT = (1000 - TTFT) / (tokens - 1): 700/81, 900/79, 800/80 -> median 10 ms
     assert base.tpot_p50_ms.median == pytest.approx(10.0)
     assert (base.tpot_p50_ms.low, base.tpot_p50_ms.high) == pytest.approx((700 / 81, 900 / 79))
-    assert base.achieved_concurrency == Figure(1.0, 1.0, 1.0, 3)
+    assert base.achieved_concurrency == Figure(1.0, 1.0, 1.0, 3, 0.0, 1.0, 1.0)
     assert not base.client_limited
 
     ngram = _cell(data, "ngram", 2)
-    assert ngram.aggregate_tok_s == Figure(115.0, 110.0, 125.0, 3)
+    assert ngram.aggregate_tok_s == Figure(115.0, 110.0, 125.0, 3, 5.0, 110.0, 125.0)
     assert ngram.achieved_concurrency.median == pytest.approx(2.0)
 
 
-def test_noisy_flag_is_range_over_ten_percent_of_median(data: RunData) -> None:
-    noisy = _cell(data, "ngram", 2)
-    assert noisy.aggregate_tok_s.relative_spread == pytest.approx(15 / 115)
-    assert noisy.noisy
-    edge = _cell(data, "baseline", 4)
-    assert edge.aggregate_tok_s.relative_spread == pytest.approx(0.10)
-    assert not edge.noisy  # exactly 10% is not over it
-    assert not _cell(data, "ngram", 1).noisy  # 8/104
+def test_noisy_flag_is_relative_mad_over_ten_percent(data: RunData, tmp_path: Path) -> None:
+    # [110, 115, 125]: range 15/115 = 13% but MAD = median(5, 0, 10) = 5 -> 4.3%: one far repeat is not noise
+    outlier = _cell(data, "ngram", 2)
+    assert outlier.aggregate_tok_s.relative_spread == pytest.approx(15 / 115)
+    assert outlier.aggregate_tok_s.relative_mad == pytest.approx(5 / 115)
+    assert not outlier.noisy
+    assert not _cell(data, "ngram", 1).noisy  # MAD 4 / 104
+    store, run_id = _store(tmp_path / "noisy.db")
+    # [100, 120, 140]: MAD 20 / 120 = 16.7% -> noisy; [100, 110, 120]: MAD 10 / 110 = 9.1% -> not
+    _add(store, run_id, "baseline", 1, [_repeat(1, 100), _repeat(1, 120), _repeat(1, 140)])
+    _add(store, run_id, "ngram", 1, [_repeat(1, 100), _repeat(1, 110), _repeat(1, 120)])
+    loaded = load_run(store, run_id)
+    store.close()
+    assert _cell(loaded, "baseline", 1).aggregate_tok_s.relative_mad == pytest.approx(20 / 120)
+    assert _cell(loaded, "baseline", 1).noisy
+    assert not _cell(loaded, "ngram", 1).noisy
 
 
 def test_acceptance_is_pooled_over_repeats(data: RunData) -> None:
@@ -135,7 +144,7 @@ def test_errors_and_requests_are_summed_over_repeats(data: RunData) -> None:
     assert cell.repeats == 2
     assert (cell.requests, cell.errors) == (5, 1)
     # the failed request adds no tokens and does not widen the 1 s window
-    assert cell.aggregate_tok_s == Figure(60.0, 60.0, 60.0, 2)
+    assert cell.aggregate_tok_s == Figure(60.0, 60.0, 60.0, 2, 0.0, 60.0, 60.0)
 
 
 def test_run_shape(data: RunData) -> None:
@@ -158,7 +167,8 @@ def test_client_limited_when_requests_do_not_overlap(tmp_path: Path) -> None:
 
 def test_figure_of_ignores_missing_values() -> None:
     assert Figure.of([None, None]) == Figure(None, None, None, 0)
-    assert Figure.of([3.0, None, 1.0]) == Figure(2.0, 1.0, 3.0, 2)
+    # two values: MAD 1; bootstrap medians 1, 2 or 3 -> 95% interval [1, 3]
+    assert Figure.of([3.0, None, 1.0]) == Figure(2.0, 1.0, 3.0, 2, 1.0, 1.0, 3.0)
     assert Figure.of([]).relative_spread is None
 
 

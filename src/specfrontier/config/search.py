@@ -1,0 +1,53 @@
+"""The `search:` block of a config: which settings `tune` measures, in what order, within what budget.
+
+- `grid` measures every listed setting (the seed's method; today's behaviour, the default).
+- `adaptive` measures the baseline, then walks each depth ladder (settings that differ only in their
+  speculation depth: SGLang `num_steps`, llama.cpp `draft_n_max` / n-gram `ngram_size_m`) from the
+  shallowest, and goes one depth deeper only while the deeper setting gains, at some target
+  concurrency, more than the noise: the seed's "will steps=5 help?" answered by measuring, not asked.
+- `guided` measures a small design across concurrency, fits the performance model, and measures the
+  predicted best per target concurrency and its neighbours until the prediction is confirmed.
+
+A budget caps launches (one per setting) and engine-seconds (startup + measured windows, as stored);
+the search stops before a launch that the budget does not cover, and says so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SearchStrategy = Literal["grid", "adaptive"]
+SearchObjective = Literal["aggregate_tok_s", "per_request_tok_s_p50"]
+
+
+class SearchConfig(BaseModel):
+    """How `tune` chooses the settings it measures (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: SearchStrategy = Field("grid", description="grid (every listed setting) or adaptive.")
+    max_launches: int | None = Field(None, ge=1, le=10000, description="Budget: server launches (one per setting).")
+    max_engine_s: float | None = Field(
+        None, gt=0, description="Budget: engine-seconds (startup + measured windows); checked before each launch."
+    )
+    target_concurrency: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = Field(
+        (), description="Concurrency levels the search optimises (empty: every level of `concurrency`)."
+    )
+    objective: SearchObjective = Field(
+        "aggregate_tok_s", description="Figure compared at each target concurrency (median over repeats)."
+    )
+    min_gain: float = Field(
+        0.02, ge=0.0, le=1.0, description="Relative gain a deeper setting must exceed, on top of the repeat spread."
+    )
+    max_depth: int | None = Field(
+        None, ge=1, le=256, description="Deepest speculation depth adaptive/guided may add (default: engine's)."
+    )
+
+    @property
+    def budgeted(self) -> bool:
+        return self.max_launches is not None or self.max_engine_s is not None
+
+
+__all__ = ["SearchConfig", "SearchObjective", "SearchStrategy"]

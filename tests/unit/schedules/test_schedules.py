@@ -1,0 +1,156 @@
+"""Schedules from a simulated run, read back with the engines' own rules (tests/schedule_rules.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from schedule_rules import sglang_check_num_steps, sglang_slot_for_batch, vllm_lookup
+from specfrontier.analysis import RunData, load_run
+from specfrontier.cli import main
+from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, WorkloadConfig
+from specfrontier.errors import ConfigError
+from specfrontier.schedules import (
+    depth_schedule,
+    sglang_adaptive_command,
+    sglang_adaptive_config,
+    static_choices,
+    vllm_command,
+    vllm_speculative_config,
+)
+from specfrontier.sim_sweep import VirtualSweep
+from specfrontier.store import Store
+
+LEVELS = (1, 4, 16, 64)
+
+
+def _run(tmp_path: Path, steps: tuple[int, ...] = (1, 2, 3, 4), extra: tuple[SGLangSetting, ...] = ()) -> RunData:
+    settings = [SGLangSetting(name="no-spec")]
+    settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in steps]
+    config = SGLangTuneConfig(
+        engine=SimEngine(min_requests=8),
+        settings=(*settings, *extra),
+        concurrency=LEVELS,
+        repeats=2,
+        rounds_per_cell=1,
+        warmup_rounds=0,
+        workload=WorkloadConfig(max_tokens=128, temperature=0.0, ignore_eos=True),
+        store=tmp_path / "s.db",
+    )
+    sweep = VirtualSweep(config)
+    sweep.attach(Store(config.store))
+    run_id = sweep.new_run()
+    sweep.run(run_id)
+    return load_run(sweep.store, run_id)
+
+
+@pytest.fixture(scope="module")
+def seed_run(tmp_path_factory: pytest.TempPathFactory) -> RunData:
+    return _run(tmp_path_factory.mktemp("seed"))
+
+
+def test_depth_falls_with_load_and_ranges_cover_every_batch_size_from_1(seed_run: RunData) -> None:
+    schedule = depth_schedule(seed_run)
+    depths = [lv.depth for lv in schedule.levels]
+    assert [lv.concurrency for lv in schedule.levels] == list(LEVELS)
+    assert depths == sorted(depths, reverse=True) and depths[0] >= 3 and depths[-1] <= 1
+    assert schedule.entries[0].batch_lo == 1
+    for a, b in zip(schedule.entries, schedule.entries[1:], strict=False):
+        assert b.batch_lo == a.batch_hi + 1 and a.depth != b.depth
+
+
+def test_vllm_schedule_parses_with_vllms_rules_and_gives_the_chosen_k(seed_run: RunData) -> None:
+    schedule = depth_schedule(seed_run)
+    config = json.loads(json.dumps(vllm_speculative_config(schedule, draft_model="/models/eagle3")))
+    assert config["method"] == "eagle3" and config["model"] == "/models/eagle3"
+    k_max = config["num_speculative_tokens"]
+    assert k_max == max(lv.depth for lv in schedule.levels)
+    dense = vllm_lookup(config["num_speculative_tokens_per_batch_size"], 128, k_max)
+    for lv in schedule.levels:
+        assert dense[lv.concurrency] == lv.depth
+    assert dense[2] == dense[1] and dense[128] == dense[64]  # between levels: the lower one's; past the last: the last
+    argv = shlex.split(vllm_command(config, model="/models/target"))
+    assert argv[:3] == ["vllm", "serve", "/models/target"] and argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == config
+
+
+def test_sglang_adaptive_config_parses_with_sglangs_rules(seed_run: RunData, tmp_path: Path) -> None:
+    schedule = depth_schedule(seed_run)
+    config = json.loads(json.dumps(sglang_adaptive_config(schedule)))
+    for lv in schedule.levels:
+        assert sglang_slot_for_batch(config, lv.concurrency) == [lv.depth]
+    argv = shlex.split(sglang_adaptive_command(schedule, str(tmp_path / "a.json"), model="/m", draft_model="/d"))
+    steps = int(argv[argv.index("--speculative-num-steps") + 1])
+    sglang_check_num_steps(config, steps)  # SGLang refuses a start step outside the candidates
+    assert steps == schedule.max_depth and argv[argv.index("--speculative-num-draft-tokens") + 1] == str(steps + 1)
+    assert "--speculative-adaptive" in argv and argv[argv.index("--speculative-eagle-topk") + 1] == "1"
+    assert argv[argv.index("--speculative-adaptive-config") + 1] == str(tmp_path / "a.json")
+
+
+def test_the_rules_reject_what_the_engines_reject() -> None:
+    with pytest.raises(ValueError, match="start at 1"):
+        vllm_lookup([[2, 4, 3]], 8, 3)
+    with pytest.raises(ValueError, match="non-overlapping"):
+        vllm_lookup([[1, 4, 3], [4, 8, 1]], 8, 3)
+    with pytest.raises(ValueError, match="K must be"):
+        vllm_lookup([[1, 4, -1]], 8, 3)
+    with pytest.raises(ValueError, match="candidate_steps"):
+        sglang_slot_for_batch({"1": {"candidate_steps": []}}, 1)
+    with pytest.raises(ValueError, match="not in the adaptive candidate_steps"):
+        sglang_check_num_steps({"1": {"candidate_steps": [1, 3]}}, 2)
+
+
+def test_trees_and_other_ladders_are_left_out_with_a_reason(tmp_path: Path) -> None:
+    tree = SGLangSetting(name="tree", algorithm="EAGLE3", num_steps=3, eagle_topk=2, num_draft_tokens=6)
+    data = _run(tmp_path, steps=(1, 3), extra=(tree,))
+    schedule = depth_schedule(data)
+    assert any(line.startswith("tree: not a chain") for line in schedule.left_out)
+    assert {lv.setting for lv in schedule.levels} <= {"no-spec", "steps1", "steps3"}
+
+
+def test_static_choices_per_declared_workload(seed_run: RunData) -> None:
+    interactive, throughput, slo = static_choices(seed_run, slo_tpot_ms=1000.0)
+    assert interactive.workload == "interactive" and interactive.setting not in (None, "no-spec")
+    assert "C=1,4" in interactive.figure
+    top = max(seed_run.measured_settings(), key=lambda n: seed_run.cell(n, 64).aggregate_tok_s.median or 0)  # type: ignore[union-attr]
+    assert throughput.setting == top
+    assert slo.setting is not None  # a loose SLO: the best aggregate cell qualifies
+    (*_, strict) = static_choices(seed_run, slo_tpot_ms=0.001)
+    assert strict.setting is None and "no cell meets" in strict.figure
+
+
+def test_schedule_refuses_a_llamacpp_run_with_the_fix(seed_run: RunData) -> None:
+    llama = RunData(replace(seed_run.run, engine="llamacpp"), seed_run.settings, seed_run.cells)
+    with pytest.raises(ConfigError, match=r"engine = 'llamacpp'.*fix:"):
+        depth_schedule(llama)
+
+
+def test_cli_writes_the_engine_file(
+    seed_run: RunData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Path(seed_run.run.config["store"])
+    out = tmp_path / "sched.json"
+    argv = [
+        "specfrontier",
+        "schedule",
+        seed_run.run.run_id,
+        "--engine",
+        "sglang",
+        "-o",
+        str(out),
+        "--store",
+        str(store),
+    ]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 0
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert sglang_slot_for_batch(written, 1) == [depth_schedule(seed_run).levels[0].depth]
+    printed = capsys.readouterr().out
+    assert "--speculative-adaptive-config" in printed and "Static best per workload" in printed

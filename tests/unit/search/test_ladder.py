@@ -1,0 +1,57 @@
+"""Depth ladders: which settings share a ladder, and how a ladder is extended past its deepest setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from specfrontier.config import LlamaCppSetting, SGLangSetting
+from specfrontier.search.ladder import build_ladders, depth_of, with_depth
+
+
+def _steps(n: int, **extra: object) -> SGLangSetting:
+    return SGLangSetting(name=f"steps{n}", algorithm="EAGLE3", num_steps=n, eagle_topk=1, **extra)  # type: ignore[arg-type]
+
+
+def test_depth_is_the_chain_length_and_a_tree_is_not_on_a_ladder() -> None:
+    assert depth_of(_steps(3)) == 3
+    assert depth_of(SGLangSetting(name="base")) is None
+    tree = SGLangSetting(name="tree", algorithm="EAGLE3", num_steps=3, eagle_topk=4, num_draft_tokens=8)
+    assert depth_of(tree) is None
+    assert depth_of(LlamaCppSetting(name="d", spec_type="draft-simple", draft_n_max=4)) == 4
+    assert depth_of(LlamaCppSetting(name="n", spec_type="ngram-simple", ngram_size_n=3, ngram_size_m=8)) == 8
+    assert depth_of(LlamaCppSetting(name="m", spec_type="ngram-mod")) is None
+
+
+def test_settings_that_differ_only_in_depth_share_a_ladder() -> None:
+    capped = SGLangSetting(name="capped2", algorithm="EAGLE3", num_steps=2, max_running_requests=16)
+    ladders = build_ladders([SGLangSetting(name="base"), _steps(1), _steps(2), capped])
+    assert [ladder.listed_depths for ladder in ladders] == [[1, 2], [2]]
+
+
+def test_extension_follows_the_last_step_and_stops_at_max_depth() -> None:
+    (ladder,) = build_ladders([_steps(1), _steps(2), _steps(3)], max_depth=5)
+    assert list(ladder.depths()) == [1, 2, 3, 4, 5]
+    deeper = ladder.setting_at(5)
+    assert isinstance(deeper, SGLangSetting)
+    assert (deeper.name, deeper.num_steps, deeper.resolved_draft_tokens, deeper.algorithm) == ("steps5", 5, 6, "EAGLE3")
+    assert ladder.setting_at(5) is deeper  # made once
+    assert ladder.neighbours(3) == [2, 4]
+    (ngram,) = build_ladders(
+        [
+            LlamaCppSetting(name="ng8", spec_type="ngram-simple", ngram_size_n=3, ngram_size_m=8),
+            LlamaCppSetting(name="ng16", spec_type="ngram-simple", ngram_size_n=3, ngram_size_m=16),
+        ],
+        max_depth=40,
+    )
+    assert list(ngram.depths()) == [8, 16, 24, 32, 40]
+    assert ngram.setting_at(24).name == "ng24"
+
+
+def test_extension_names_never_collide_and_settings_stay_valid() -> None:
+    odd = SGLangSetting(name="eagle", algorithm="EAGLE3", num_steps=2, num_draft_tokens=3)
+    (ladder,) = build_ladders([odd, SGLangSetting(name="eagle-d3")], max_depth=3)
+    made = ladder.setting_at(3)
+    assert made.name == "eagle-d3-2"
+    assert isinstance(made, SGLangSetting) and made.num_draft_tokens == 4  # an explicit chain's drafts follow
+    with pytest.raises(ValueError, match="not on a depth ladder"):
+        with_depth(SGLangSetting(name="base"), 2, "x")
