@@ -351,6 +351,14 @@ def compare(
 
 
 @app.command()
+def workloads(json_out: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
+    """List every workload source: package, license, prompt count and prompt lengths."""
+    from specfrontier.cli_workloads import run_workloads
+
+    run_workloads(console, as_json=json_out)
+
+
+@app.command()
 def calibrate(
     measurements: Annotated[Path, typer.Argument(help="Measured cells: the seed JSON shape or a list of cells.")],
     profile: Annotated[str, typer.Option("--profile", help="Simulator profile to fit.")] = "seed-qwen3.5-122b-a10b",

@@ -35,9 +35,11 @@ from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneCo
 from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
+from specfrontier.load.sessions import run_sessions
 from specfrontier.load.workers import (
     measure_closed_loop,
     measure_open_loop,
+    monitored,
     resolve_open_workers,
     resolve_workers,
 )
@@ -303,14 +305,26 @@ class Sweep:
             )
         else:
             concurrency = int(level)
-            records, health = await measure_closed_loop(
-                client,
-                prompts,
-                wl.sampling,
-                concurrency=concurrency,
-                num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
-                workers=resolve_workers(self.config.client_workers, streams=concurrency),
-            )
+            if wl.sessions:  # agentic replay: C sessions in flight, each turn after the previous one
+                records, health = await monitored(
+                    client,
+                    run_sessions(
+                        client,
+                        wl.sessions,
+                        wl.sampling,
+                        concurrency=concurrency,
+                        passes=-(-self.config.rounds_per_cell * concurrency // len(wl.sessions)),
+                    ),
+                )
+            else:
+                records, health = await measure_closed_loop(
+                    client,
+                    prompts,
+                    wl.sampling,
+                    concurrency=concurrency,
+                    num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
+                    workers=resolve_workers(self.config.client_workers, streams=concurrency),
+                )
         records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()
         if code is not None:  # a crash mid-window: this cell is not a measurement of the setting

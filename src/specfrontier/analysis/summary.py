@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
+from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.load.health import saturated
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
@@ -150,6 +152,23 @@ class RunData:
     run: RunRow
     settings: tuple[SettingRow, ...]
     cells: tuple[CellSummary, ...]
+    gate: tuple[GateResult, ...] = ()
+    """Correctness gate: each speculative setting's greedy outputs vs the baseline's (`analysis.gate`)."""
+    turns: tuple[TurnSummary, ...] = ()
+    """Agentic session replay: per-turn latency and acceptance (`analysis.sessions`)."""
+
+    @property
+    def allow_unsafe(self) -> bool:
+        return bool(self.run.config.get("allow_unsafe", False))
+
+    @property
+    def unsafe(self) -> frozenset[str]:
+        """Settings the correctness gate marked unsafe (excluded from recommendations unless allowed)."""
+        return unsafe_settings(self.gate)
+
+    def recommendable(self) -> RunData:
+        """The run without unsafe settings' cells, unless the config allows them: what recommendations use."""
+        return self if self.allow_unsafe or not self.unsafe else self.without_settings(self.unsafe)
 
     @property
     def workloads(self) -> tuple[str, ...]:
@@ -288,7 +307,12 @@ def summarise_cells(rows: Sequence[CellRow]) -> list[CellSummary]:
 def load_run(store: Store, run_id: str) -> RunData:
     """Read a run and summarise its cells (the store is the only input)."""
     run = store.run(run_id)
-    return RunData(run, tuple(store.settings(run_id)), tuple(summarise_cells(store.cells(run_id))))
+    settings = tuple(store.settings(run_id))
+    rows = store.cells(run_id)
+    baseline = next((s.name for s in settings if not s.speculative), None)
+    tolerance = float(run.config.get("divergence_tolerance", DEFAULT_TOLERANCE))
+    gate = tuple(correctness_gate(rows, baseline, tolerance))
+    return RunData(run, settings, tuple(summarise_cells(rows)), gate, tuple(turn_summaries(rows)))
 
 
 def figure_json(fig: Figure) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from specfrontier.analysis.frontier import (
     workload_name,
 )
 from specfrontier.report import plots
+from specfrontier.report.bias import workload_tables
 from specfrontier.report.json_export import DEFINITIONS
 from specfrontier.report.tables import (
     SIMULATED_NOTE,
@@ -296,7 +297,7 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
         "pareto": pareto,
         "frontier_table": _frontier_table(data),
         "crossover_map": _crossover_map_table(data),
-        "tables": all_tables(data),
+        "tables": all_tables(data) + workload_tables(data),
         "acceptance": acceptance,
         "acceptance_plot": _plot(
             "acceptance",

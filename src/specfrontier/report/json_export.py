@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.summary import CellSummary, figure_json
+from specfrontier.report.bias import bias_json, gate_json, turns_json
 
 
 class _Export(BaseModel):
@@ -166,6 +167,9 @@ def report_json(data: RunData) -> dict[str, Any]:
         # keys are the first workload's (the only one on a one-workload run), kept for existing scripts.
         **decisions_json(data.workload_views()[0][1]),
         "workloads": [{"workload": w, **decisions_json(view)} for w, view in data.workload_views() if w],
+        "optimism_bias": bias_json(data),
+        "correctness_gate": gate_json(data),
+        "session_turns": turns_json(data),
     }
 
 
