@@ -126,19 +126,25 @@ def main() -> None:
             url = f"http://127.0.0.1:{fh.read().strip()}"
         load = os.getloadavg()[0]
         print(f"load average {load:.2f} on {os.cpu_count()} CPUs; {args.tokens} tokens/stream at 100 tok/s")
-        print("streams workers | added lag p50 ms  p99 ms | loop lag p99 ms | client CPU max | events/s | saturated")
+        print(
+            "streams workers loop    | added lag p50 ms  p99 ms | loop lag p99 ms | client CPU max "
+            "| events/s | saturated"
+        )
         for streams in (int(s) for s in args.streams.split(",")):
             base: dict[str, float] | None = None
             for workers in (int(w) for w in args.workers.split(",")):
-                m = asyncio.run(_measure(url, streams, workers, args.tokens))
-                base = base or m
-                errors = f" errors={m['errors']:.0f}" if m["errors"] else ""
-                ratio = f"  (p99 x{m['added_p99'] / base['added_p99']:.2f} of 1 worker)" if workers > 1 else ""
-                print(
-                    f"{streams:7d} {workers:7d} | {m['added_p50']:16.2f} {m['added_p99']:7.2f} | "
-                    f"{m['loop_p99']:15.2f} | {m['cpu_max']:13.0%} | {m['events_s']:8.0f} | "
-                    f"{'yes' if m['saturated'] else 'no'}{errors}{ratio}"
-                )
+                # 1 worker = in this process (standard asyncio); N > 1: worker processes, uvloop and asyncio
+                for loop in ("asyncio",) if workers == 1 else ("uvloop", "asyncio"):
+                    os.environ["SPECFRONTIER_WORKER_LOOP"] = loop
+                    m = asyncio.run(_measure(url, streams, workers, args.tokens))
+                    base = base or m
+                    errors = f" errors={m['errors']:.0f}" if m["errors"] else ""
+                    ratio = f"  (p99 x{m['added_p99'] / base['added_p99']:.2f} of 1 worker)" if workers > 1 else ""
+                    print(
+                        f"{streams:7d} {workers:7d} {loop:7s} | {m['added_p50']:16.2f} {m['added_p99']:7.2f} | "
+                        f"{m['loop_p99']:15.2f} | {m['cpu_max']:13.0%} | {m['events_s']:8.0f} | "
+                        f"{'yes' if m['saturated'] else 'no'}{errors}{ratio}"
+                    )
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=10)

@@ -41,6 +41,8 @@ class StreamSchedule:
     sched_ns: tuple[int, ...]
     sent_ns: tuple[int, ...]
     sent_wall_ns: tuple[int, ...]
+    tokens: int = 0
+    """Tokens the server generated for this stream (its `max_tokens`; 0 when unknown)."""
 
 
 def parse_server_log(payload: Mapping[str, Any]) -> dict[int, StreamSchedule]:
@@ -54,6 +56,7 @@ def parse_server_log(payload: Mapping[str, Any]) -> dict[int, StreamSchedule]:
             sched_ns=tuple(int(x) for x in s["sched_ns"]),
             sent_ns=tuple(int(x) for x in s["sent_ns"]),
             sent_wall_ns=tuple(int(x) for x in s["sent_wall_ns"]),
+            tokens=int(s.get("max_tokens", 0)),
         )
     return streams
 
@@ -126,10 +129,14 @@ def guidellm_benchmarks(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def guidellm_requests(benchmark: Mapping[str, Any]) -> list[GuideLLMRequest]:
-    """Successful requests of one GuideLLM benchmark, with the stream id read from the output text."""
+    """Successful requests of one GuideLLM benchmark that started inside its measured window (so its
+    warmup requests are left out, as its own metrics do), with the stream id read from the output text."""
     out: list[GuideLLMRequest] = []
+    window_start = benchmark.get("start_time")
     for r in benchmark["requests"]["successful"]:
         timings = r["info"]["timings"]
+        if window_start is not None and float(timings["request_start"]) < float(window_start):
+            continue
         metrics = r.get("output_metrics") or {}
         out.append(
             GuideLLMRequest(
@@ -172,6 +179,8 @@ class ToolFigures:
     output_tok_s: float | None
     requests: int
     errors: int
+    concurrency: float | None = None
+    """Mean requests in flight over the window (achieved, not requested)."""
 
 
 def guidellm_figures(benchmark: Mapping[str, Any]) -> ToolFigures:
@@ -179,7 +188,8 @@ def guidellm_figures(benchmark: Mapping[str, Any]) -> ToolFigures:
 
     `inter_token_latency_ms` = (last token - first token) / (output tokens - 1) per request, and its
     distribution is token-weighted; `output_tokens_per_second.mean` is GuideLLM's time-weighted rate
-    over its measured window. Only successful requests are used (as ours uses only ok requests).
+    over its measured window; `request_concurrency.mean` its time-weighted requests in flight.
+    Only successful requests are used (as ours uses only ok requests).
     """
     metrics = benchmark["metrics"]
     totals = metrics["request_totals"]
@@ -194,6 +204,36 @@ def guidellm_figures(benchmark: Mapping[str, Any]) -> ToolFigures:
         output_tok_s=stat("output_tokens_per_second", "mean"),
         requests=int(totals["total"]),
         errors=int(totals["errored"]) + int(totals["incomplete"]),
+        concurrency=stat("request_concurrency", "mean"),
+    )
+
+
+def server_figures(streams: Mapping[int, StreamSchedule], sids: Iterable[int]) -> ToolFigures:
+    """The truth, from the server's own send stamps, for the streams `sids` (one tool's requests).
+
+    TTFT = first send - arrival; ITL = (last send - first send) / (tokens - 1); throughput = tokens /
+    (first arrival -> last send); concurrency = sum of (last send - arrival) / that window. No client
+    is involved, so a tool's figure minus this one is what that tool added.
+    """
+    chosen = [streams[sid] for sid in sids if sid in streams and streams[sid].sent_ns]
+    if not chosen:
+        return ToolFigures(None, None, None, 0, 0)
+    ttft = [(s.sent_ns[0] - s.arrival_ns) / _NS_PER_MS for s in chosen]
+    itl = [
+        (s.sent_ns[-1] - s.sent_ns[0]) / _NS_PER_MS / (s.tokens - 1)
+        for s in chosen
+        if s.tokens > 1 and len(s.sent_ns) > 1
+    ]
+    window_ns = max(s.sent_ns[-1] for s in chosen) - min(s.arrival_ns for s in chosen)
+    tokens = sum(s.tokens for s in chosen)
+    busy_ns = sum(s.sent_ns[-1] - s.arrival_ns for s in chosen)
+    return ToolFigures(
+        ttft_p50_ms=percentile(ttft, 50),
+        itl_p50_ms=percentile(itl, 50),
+        output_tok_s=tokens / (window_ns / 1e9) if window_ns > 0 else None,
+        requests=len(chosen),
+        errors=0,
+        concurrency=busy_ns / window_ns if window_ns > 0 else None,
     )
 
 
@@ -205,6 +245,7 @@ def our_figures(cell: CellMetrics) -> ToolFigures:
         output_tok_s=cell.aggregate_tok_s,
         requests=cell.requests,
         errors=cell.errors,
+        concurrency=cell.achieved_concurrency,
     )
 
 
@@ -232,22 +273,59 @@ def _fmt_pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f}%"
 
 
-def agreement_rows(cells: Sequence[tuple[int, ToolFigures, ToolFigures]]) -> list[list[str]]:
-    """Rows of the agreement table from (concurrency, ours, GuideLLM) triples."""
+@dataclass(frozen=True, slots=True)
+class AgreementCell:
+    """One concurrency level: each tool's figures and the server's truth during that tool's run."""
+
+    concurrency: int
+    ours: ToolFigures
+    guidellm: ToolFigures
+    server_ours: ToolFigures
+    server_guidellm: ToolFigures
+
+
+_FIGURES = (
+    ("median TTFT (ms)", "ttft_p50_ms", 2),
+    ("median TPOT / ITL (ms)", "itl_p50_ms", 3),
+    ("output throughput (tok/s)", "output_tok_s", 1),
+    ("achieved concurrency", "concurrency", 1),
+)
+
+
+def agreement_rows(cells: Sequence[AgreementCell]) -> list[list[str]]:
+    """Rows of the agreement table: both tools, their difference, and each against the server's truth."""
     rows: list[list[str]] = []
-    for concurrency, ours, theirs in cells:
-        for label, a, b, digits in (
-            ("median TTFT (ms)", ours.ttft_p50_ms, theirs.ttft_p50_ms, 2),
-            ("median TPOT / ITL (ms)", ours.itl_p50_ms, theirs.itl_p50_ms, 3),
-            ("output throughput (tok/s)", ours.output_tok_s, theirs.output_tok_s, 1),
-        ):
+    for cell in cells:
+        for label, name, digits in _FIGURES:
+            a, b = getattr(cell.ours, name), getattr(cell.guidellm, name)
+            truth_a, truth_b = getattr(cell.server_ours, name), getattr(cell.server_guidellm, name)
             diff = pct_diff(a, b)
             verdict = "-" if diff is None else ("yes" if abs(diff) <= 3.0 else "NO")
-            rows.append([str(concurrency), label, _fmt(a, digits), _fmt(b, digits), _fmt_pct(diff), verdict])
+            rows.append(
+                [
+                    str(cell.concurrency),
+                    label,
+                    _fmt(a, digits),
+                    _fmt(b, digits),
+                    _fmt_pct(diff),
+                    verdict,
+                    f"{_fmt(truth_a, digits)} ({_fmt_pct(pct_diff(a, truth_a))})",
+                    f"{_fmt(truth_b, digits)} ({_fmt_pct(pct_diff(b, truth_b))})",
+                ]
+            )
     return rows
 
 
-AGREEMENT_HEADER = ["C", "figure", "ours", "GuideLLM", "diff", "within 3%"]
+AGREEMENT_HEADER = [
+    "C",
+    "figure",
+    "ours",
+    "GuideLLM",
+    "ours vs GuideLLM",
+    "within 3%",
+    "server truth in our run (ours vs it)",
+    "server truth in GuideLLM's run (GuideLLM vs it)",
+]
 
 
 def lag_rows(cells: Sequence[tuple[int, LagSamples, LagSamples]]) -> list[list[str]]:
@@ -277,6 +355,24 @@ LAG_HEADER = [
     "request path p50 ours / GuideLLM (ms)",
     "requests matched ours / GuideLLM",
 ]
+
+
+DIAGNOSTIC_HEADER = [
+    "streams",
+    "our client",
+    "every chunk p50 / p99 (ms)",
+    "first+last p50 / p99 (ms)",
+    "request path p50 / p99 (ms)",
+]
+
+
+def diagnostic_row(streams: int, label: str, lags: LagSamples) -> list[str]:
+    """One row comparing two ways of running our client on the same server."""
+
+    def pair(values: Sequence[float]) -> str:
+        return f"{_fmt(percentile(values, 50))} / {_fmt(percentile(values, 99))}"
+
+    return [str(streams), label, pair(lags.every_chunk_ms), pair(lags.first_last_ms), pair(lags.request_path_ms)]
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -309,12 +405,15 @@ def replace_section(document: str, heading: str, body: str) -> str:
 
 __all__ = [
     "AGREEMENT_HEADER",
+    "DIAGNOSTIC_HEADER",
     "LAG_HEADER",
+    "AgreementCell",
     "GuideLLMRequest",
     "LagSamples",
     "StreamSchedule",
     "ToolFigures",
     "agreement_rows",
+    "diagnostic_row",
     "guidellm_benchmarks",
     "guidellm_figures",
     "guidellm_lags",
@@ -328,4 +427,5 @@ __all__ = [
     "pct_diff",
     "percentile",
     "replace_section",
+    "server_figures",
 ]

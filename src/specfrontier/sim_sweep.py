@@ -8,7 +8,7 @@ They land in the same store, so `report`, `runs --json` and the analysis treat t
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import specfrontier
 from specfrontier.config.sglang import SGLangSetting, SGLangTuneConfig, SimEngine
@@ -106,11 +106,12 @@ class VirtualSweep:
         self.planner = SearchPlanner(self.config, self.store, run_id)
         while (setting := self.planner.next_setting()) is not None:
             assert isinstance(setting, SGLangSetting)
-            self.run_setting(run_id, setting)
+            self.run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
         self.store.set_run_status(run_id, "done")
 
-    def run_setting(self, run_id: str, s: SGLangSetting) -> None:
-        """Every missing cell of one setting (resolved and refused here if SGLang would reject it)."""
+    def run_setting(self, run_id: str, s: SGLangSetting, levels: Sequence[int] | None = None) -> None:
+        """Every missing cell of one setting, only at `levels` when given (the search's subset); the
+        setting is resolved and refused here if SGLang would reject it."""
         cfg, w = self.config, self.config.workload
         resolved = self._resolve(s)
         done = self.store.done_cells(run_id)
@@ -125,7 +126,7 @@ class VirtualSweep:
         )
         for repeat in range(cfg.repeats):
             for c in cfg.concurrency:
-                if (s.name, label, c, repeat) in done:
+                if (s.name, label, c, repeat) in done or (levels is not None and c not in levels):
                     continue
                 records = simulate_cell(
                     self.profile,

@@ -35,9 +35,11 @@ from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneCo
 from specfrontier.engines import ENGINES, Capacity, EngineAdapter
 from specfrontier.errors import EngineError, EngineStartError, StoreError
 from specfrontier.load import StreamingClient, run_closed_loop
+from specfrontier.load.sessions import run_sessions
 from specfrontier.load.workers import (
     measure_closed_loop,
     measure_open_loop,
+    monitored,
     resolve_open_workers,
     resolve_workers,
 )
@@ -158,7 +160,7 @@ class Sweep:
         self.planner = SearchPlanner(self.config, self.store, run_id)
         try:
             while (setting := self.planner.next_setting()) is not None:
-                await self._run_setting(run_id, setting)
+                await self._run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
         except (asyncio.CancelledError, KeyboardInterrupt):
             self.store.set_run_status(run_id, "interrupted")
             raise
@@ -187,8 +189,9 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: SettingLike) -> None:
-        todo = self._missing(run_id, setting)
+    async def _run_setting(self, run_id: str, setting: SettingLike, levels: Sequence[float] | None = None) -> None:
+        """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
+        todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
             return
         port = free_port()
@@ -302,14 +305,26 @@ class Sweep:
             )
         else:
             concurrency = int(level)
-            records, health = await measure_closed_loop(
-                client,
-                prompts,
-                wl.sampling,
-                concurrency=concurrency,
-                num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
-                workers=resolve_workers(self.config.client_workers, streams=concurrency),
-            )
+            if wl.sessions:  # agentic replay: C sessions in flight, each turn after the previous one
+                records, health = await monitored(
+                    client,
+                    run_sessions(
+                        client,
+                        wl.sessions,
+                        wl.sampling,
+                        concurrency=concurrency,
+                        passes=-(-self.config.rounds_per_cell * concurrency // len(wl.sessions)),
+                    ),
+                )
+            else:
+                records, health = await measure_closed_loop(
+                    client,
+                    prompts,
+                    wl.sampling,
+                    concurrency=concurrency,
+                    num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
+                    workers=resolve_workers(self.config.client_workers, streams=concurrency),
+                )
         records = to_server_time(records, self.adapter.time_scale)
         code = server.exited()
         if code is not None:  # a crash mid-window: this cell is not a measurement of the setting

@@ -3,6 +3,7 @@ report sections, and resume that skips only the finished (setting, workload, C, 
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterator
@@ -78,3 +79,32 @@ async def test_every_workload_gets_its_own_cells_and_report_section(tmp_path: Pa
     console = Console(record=True, width=200)
     print_report(data, console)
     assert "workload synthetic-greedy@greedy" in console.export_text()
+
+
+async def test_agentic_sessions_replay_turns_in_order_with_growing_context(tmp_path: Path) -> None:
+    data_in = _config(tmp_path / "s.db")
+    data_in["workloads"] = [
+        {"source": "agentic", "sessions": True, "max_input_tokens": 3000, "max_turns": 3, "prompts": 2, "max_tokens": 8}
+    ]
+    data_in["concurrency"] = [2]
+    sweep, run_id = open_sweep(parse_config(data_in), None, resume=None)
+    (wl,) = sweep.workloads
+    assert len(wl.sessions) == 2 and len(wl.sessions[0]) == 3
+    await sweep.run(run_id)
+    rows = sweep.store.cells(run_id)
+    for row in rows:  # each session's turns were sent in order, each after the previous one ended
+        by_session: dict[str, list[tuple[int, int, int]]] = {}
+        for r in row.requests:
+            session, _, turn = r.prompt_id.rpartition("#t")
+            by_session.setdefault(session, []).append((int(turn), r.send_ns, r.end_ns))
+        for turns in by_session.values():
+            assert [t for t, _, _ in turns] == sorted(t for t, _, _ in turns)
+            assert all(later[1] >= earlier[2] for earlier, later in itertools.pairwise(turns))
+    data = load_run(sweep.store, run_id)
+    first = [t for t in data.turns if t.setting == "no-spec" and t.turn == 1]
+    third = [t for t in data.turns if t.setting == "no-spec" and t.turn == 3]
+    assert first and third
+    assert (third[0].context_tokens_p50 or 0) > (first[0].context_tokens_p50 or 0)  # the context grew
+    assert any(t.acceptance_rate is not None for t in data.turns if t.setting == "steps2")
+    assert "Agentic sessions: per turn" in report_markdown(data)
+    assert json.loads(json.dumps(report_json(data)))["session_turns"]

@@ -138,6 +138,11 @@ def setting_cost(data: RunData, setting: str) -> tuple[int, float]:
     return (1, draft_length(row.params))
 
 
+def beats_baseline(data: RunData, setting: str, concurrency: float) -> bool:
+    """True when the setting's lowest repeat is above the baseline's highest at this level (a real win)."""
+    return data.baseline is not None and _separated(data, setting, data.baseline, concurrency)
+
+
 def recommended_per_concurrency(data: RunData) -> list[Best]:
     """The best setting per concurrency after the tie rule (a win within the noise over a cheaper
     setting goes to the cheaper one): what the recommendation uses."""
@@ -184,7 +189,10 @@ class Recommendation:
 
 
 def recommend(data: RunData) -> list[Recommendation]:
-    """Group consecutive concurrency levels that share a best setting into one recommendation each."""
+    """Group consecutive concurrency levels that share a best setting into one recommendation each.
+
+    Settings the correctness gate marked unsafe are left out unless the config allows them."""
+    data = data.recommendable()
     bests = recommended_per_concurrency(data)
     groups: list[list[Best]] = []
     for b in bests:
@@ -240,6 +248,7 @@ __all__ = [
     "Best",
     "Crossover",
     "Recommendation",
+    "beats_baseline",
     "best_per_concurrency",
     "crossovers",
     "draft_length",

@@ -155,6 +155,11 @@ class TuneBase(_Strict):
     def _workloads_consistent(self) -> TuneBase:
         if self.workloads and "workload" in self.model_fields_set:
             raise ValueError("workload and workloads: both given; fix: move the workload into the workloads list")
+        if self.load.mode == "open" and any(w.sessions for w in self.workloads):
+            raise ValueError(
+                "workloads[].sessions = true: sessions are replayed closed loop (C sessions in flight); "
+                "fix: use load.mode: closed, or drop sessions"
+            )
         keys = [w.key for w in self.workloads]
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:

@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SearchStrategy = Literal["grid", "adaptive"]
+SearchStrategy = Literal["grid", "adaptive", "guided"]
 SearchObjective = Literal["aggregate_tok_s", "per_request_tok_s_p50"]
 
 
@@ -27,7 +27,7 @@ class SearchConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    strategy: SearchStrategy = Field("grid", description="grid (every listed setting) or adaptive.")
+    strategy: SearchStrategy = Field("grid", description="grid (every listed setting), adaptive or guided.")
     max_launches: int | None = Field(None, ge=1, le=10000, description="Budget: server launches (one per setting).")
     max_engine_s: float | None = Field(
         None, gt=0, description="Budget: engine-seconds (startup + measured windows); checked before each launch."

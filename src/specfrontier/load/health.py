@@ -53,6 +53,8 @@ class WorkerHealth:
     """Network reads of streamed bodies during the window."""
     events: int = 0
     """SSE events parsed from those reads."""
+    loop: str = "asyncio"
+    """The event loop implementation the client ran on ('asyncio' or 'uvloop')."""
 
     @property
     def cpu_fraction(self) -> float:
@@ -75,6 +77,8 @@ class ClientHealth:
     reads: int
     events: int
     wall_s: float
+    loops: tuple[str, ...]
+    """Per worker: the event loop implementation ('asyncio' or 'uvloop')."""
     saturated: bool
     reasons: tuple[str, ...]
 
@@ -103,6 +107,7 @@ class ClientHealth:
             reads=sum(p.reads for p in parts),
             events=sum(p.events for p in parts),
             wall_s=max(p.wall_ns for p in parts) / 1e9,
+            loops=tuple(p.loop for p in parts),
             saturated=bool(reasons),
             reasons=tuple(reasons),
         )
@@ -131,6 +136,7 @@ class ClientHealth:
             "events_per_s": self.events_per_s,
             "events_per_read": self.events_per_read,
             "wall_s": self.wall_s,
+            "loops": list(self.loops),
             "saturated": self.saturated,
             "reasons": list(self.reasons),
             "limits": {"lag_p99_ms": LAG_P99_LIMIT_MS, "cpu_fraction": CPU_LIMIT},
@@ -193,12 +199,14 @@ class HealthMonitor:
 
     def result(self, *, reads: int = 0, events: int = 0) -> WorkerHealth:
         """The window's raw health (call after the `async with` block)."""
+        loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
         return WorkerHealth(
             wall_ns=self._wall1 - self._wall0,
             cpu_ns=self._cpu1 - self._cpu0,
             lags_ns=tuple(self._lags),
             reads=reads,
             events=events,
+            loop="uvloop" if loop == "uvloop" else "asyncio",
         )
 
 

@@ -35,7 +35,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
@@ -231,6 +231,23 @@ async def _run_job(spec: ClientSpec, job: _ClosedJob | _OpenJob, counter: Synchr
     return _WorkerResult(tuple(records), cap_waits, health)
 
 
+def worker_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop for worker processes (None: the standard asyncio loop).
+
+    Why: uvloop drains a burst of streamed events with less CPU per event; on the 2-core development
+    box (the workloads reference, part B) aiohttp's lag at 64 streams of 100 tok/s fell from p50 2.4 /
+    p99 9 ms to 1.0 / 5 ms, and at 256 streams from 17 / 84 ms to 3.3 / 19 ms. It is used only in worker
+    processes, which run nothing but the client. `SPECFRONTIER_WORKER_LOOP=asyncio` forces the standard
+    loop (for A/B measurements, e.g. benchmarks/client_workers.py)."""
+    if os.environ.get("SPECFRONTIER_WORKER_LOOP", "uvloop") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a pinned dependency; a stripped install still works
+        return None
+    return uvloop.new_event_loop
+
+
 def _worker_main(spec: ClientSpec, counter: Synchronized[int], conn: Connection) -> None:
     """Entry point of a worker process: ready -> (go, job) -> run -> result, or the traceback."""
     _die_with_parent()
@@ -239,7 +256,9 @@ def _worker_main(spec: ClientSpec, counter: Synchronized[int], conn: Connection)
         message, job = conn.recv()
         if message != "go":
             return
-        conn.send(("done", asyncio.run(_run_job(spec, job, counter))))
+        with asyncio.Runner(loop_factory=worker_loop_factory()) as runner:
+            result = runner.run(_run_job(spec, job, counter))
+        conn.send(("done", result))
     except EOFError:  # the parent gave up before `go`
         return
     except BaseException:
@@ -452,4 +471,5 @@ __all__ = [
     "resolve_open_workers",
     "resolve_workers",
     "split_evenly",
+    "worker_loop_factory",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specfrontier.analysis import RunData
+from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.tables import (
     SIMULATED_NOTE,
     Table,
@@ -44,6 +45,15 @@ def report_markdown(data: RunData) -> str:
         if data.multi_workload:
             body.append(f"## Workload `{_escape(workload)}`\n")
         body += _view_sections(view)
+    tables = workload_tables(data)
+    if data.multi_workload and tables:
+        body.append("## All workloads\n")
+    body += [_table(t) for t in tables]
+    changes = best_change_lines(data)
+    if changes:
+        body.append(
+            "### Best setting: best case vs each workload\n\n" + "\n".join(f"- {_escape(c)}" for c in changes) + "\n"
+        )
     return "\n".join(head) + "\n".join(body)
 
 

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
+from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.tables import (
     SIMULATED_NOTE,
     Table,
@@ -52,6 +53,24 @@ def print_report(data: RunData, console: Console) -> None:
             console.print()
             console.rule(f"[bold]workload {escape(workload)}[/bold]")
         _print_view(view, console)
+    _print_workload_sections(data, console)
+
+
+def _print_workload_sections(data: RunData, console: Console) -> None:
+    """Optimism bias (best case vs each workload) and the correctness gate, over the whole run."""
+    tables = workload_tables(data)
+    if data.multi_workload and tables:
+        console.print()
+        console.rule("[bold]all workloads[/bold]")
+    for t in tables:
+        console.print()
+        print_table(t, console)
+    changes = best_change_lines(data)
+    if changes:
+        console.print()
+        console.print("[bold]Best setting: best case vs each workload[/bold]")
+        for line in changes:
+            console.print(f"  {escape(line)}")
 
 
 def _print_view(data: RunData, console: Console) -> None:

@@ -1,13 +1,15 @@
 """Search: which settings `tune` measures, chosen from stored results within a budget.
 
 `planner.SearchPlanner` drives a `base.Strategy` (`grid.GridStrategy`: every listed setting;
-`adaptive.AdaptiveStrategy`: deeper speculation while it gains beyond the noise) over the depth
-ladders of `ladder`, reading results only through the store (`observe`).
+`adaptive.AdaptiveStrategy`: deeper speculation while it gains beyond the noise;
+`guided.GuidedStrategy`: a design, the performance model, and confirmation) over the depth ladders of
+`ladder`, reading results only through the store (`observe`).
 """
 
 from specfrontier.search.adaptive import AdaptiveStrategy
 from specfrontier.search.base import Done, Proposal, Step, Strategy
 from specfrontier.search.grid import GridStrategy
+from specfrontier.search.guided import GuidedStrategy
 from specfrontier.search.ladder import Ladder, build_ladders, depth_of, with_depth
 from specfrontier.search.observe import Observations, beats, observe
 from specfrontier.search.planner import SearchPlanner, make_strategy
@@ -16,6 +18,7 @@ __all__ = [
     "AdaptiveStrategy",
     "Done",
     "GridStrategy",
+    "GuidedStrategy",
     "Ladder",
     "Observations",
     "Proposal",

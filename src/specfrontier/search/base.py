@@ -15,6 +15,8 @@ class Proposal:
 
     setting: SettingLike
     reason: str
+    concurrency: tuple[int, ...] | None = None
+    """Measure only these levels (None: every level of the config)."""
 
 
 @dataclass(frozen=True, slots=True)

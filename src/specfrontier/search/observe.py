@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from specfrontier.analysis.summary import Figure
 from specfrontier.config.search import SearchObjective
 from specfrontier.metrics import CellMetrics, cell_metrics
+from specfrontier.records import SpecCounters
 from specfrontier.store import Store
 
 LAUNCHED = ("running", "done", "failed", "interrupted")
@@ -31,6 +33,10 @@ class Observations:
     status: dict[str, str]
     capacity: dict[str, int | None]
     engine_s_by_setting: dict[str, float] = field(default_factory=dict)
+    counters: dict[tuple[str, str, int], SpecCounters] = field(default_factory=dict)
+    """(setting, workload, C) -> speculative counts summed over the repeats (acceptance for the model)."""
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Setting name -> its stored parameters."""
 
     def figure(
         self, setting: str, concurrency: int, name: SearchObjective | str, workload: str | None = None
@@ -65,14 +71,14 @@ class Observer:
 
     def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
-        self._final: dict[str, list[tuple[str, int, CellMetrics]]] = {}
+        self._final: dict[str, list[tuple[str, int, CellMetrics, SpecCounters | None]]] = {}
 
-    def _cells(self, setting: str, final: bool) -> list[tuple[str, int, CellMetrics]]:
+    def _cells(self, setting: str, final: bool) -> list[tuple[str, int, CellMetrics, SpecCounters | None]]:
         if setting in self._final:
             return self._final[setting]
         rows = self.store.cells(self.run_id, setting)
         cells = [
-            (row.workload, row.concurrency, cell_metrics(row.requests))
+            (row.workload, row.concurrency, cell_metrics(row.requests), row.counters)
             for row in rows
             if row.requests and row.request_rate is None
         ]
@@ -84,12 +90,16 @@ class Observer:
         settings = self.store.settings(self.run_id)
         by_cell: dict[tuple[str, str, int], list[CellMetrics]] = defaultdict(list)
         engine_s: dict[str, float] = defaultdict(float)
+        counters: dict[tuple[str, str, int], SpecCounters] = {}
         for s in settings:
             if s.status not in LAUNCHED:
                 continue
             engine_s[s.name] += s.startup_s or 0.0
-            for workload, concurrency, m in self._cells(s.name, final=s.status in ("done", "failed")):
-                by_cell[(s.name, workload, concurrency)].append(m)
+            for workload, concurrency, m, counted in self._cells(s.name, final=s.status in ("done", "failed")):
+                key = (s.name, workload, concurrency)
+                by_cell[key].append(m)
+                if counted is not None:
+                    counters[key] = _add(counters[key], counted) if key in counters else counted
                 engine_s[s.name] += m.window_s
         figures = {
             key: {name: Figure.of([getattr(m, name) for m in ms]) for name in _FIGURES} for key, ms in by_cell.items()
@@ -99,7 +109,21 @@ class Observer:
             status={s.name: s.status for s in settings},
             capacity={s.name: s.capacity for s in settings},
             engine_s_by_setting=dict(engine_s),
+            counters=counters,
+            params={s.name: s.params for s in settings},
         )
+
+
+def _add(a: SpecCounters, b: SpecCounters) -> SpecCounters:
+    n = max(len(a.accepted_per_position), len(b.accepted_per_position))
+    pa = a.accepted_per_position + (0,) * (n - len(a.accepted_per_position))
+    pb = b.accepted_per_position + (0,) * (n - len(b.accepted_per_position))
+    return SpecCounters(
+        a.draft_tokens + b.draft_tokens,
+        a.accepted_tokens + b.accepted_tokens,
+        a.verify_steps + b.verify_steps,
+        tuple(x + y for x, y in zip(pa, pb, strict=True)),
+    )
 
 
 def observe(store: Store, run_id: str) -> Observations:

@@ -19,6 +19,7 @@ from specfrontier.config import SettingLike, TuneConfig
 from specfrontier.search.adaptive import AdaptiveStrategy
 from specfrontier.search.base import Done, Strategy
 from specfrontier.search.grid import GridStrategy
+from specfrontier.search.guided import GuidedStrategy
 from specfrontier.search.observe import LAUNCHED, Observations, Observer
 from specfrontier.store import Store
 
@@ -28,6 +29,8 @@ def make_strategy(config: TuneConfig) -> Strategy:
     search = config.search
     if search.strategy == "adaptive":
         return AdaptiveStrategy(config.all_settings(), config.concurrency, search)
+    if search.strategy == "guided":
+        return GuidedStrategy(config.all_settings(), config.concurrency, search)
     return GridStrategy(config.all_settings())
 
 
@@ -39,6 +42,8 @@ class SearchPlanner:
         self.strategy = strategy or make_strategy(config)
         self.observer = Observer(store, run_id)
         self.yielded: set[str] = set()
+        self.levels: dict[str, tuple[int, ...] | None] = {}
+        """Setting name -> the concurrency levels its proposal asked for (None: all)."""
         self.trace: list[str] = []
         self.stop_reason: str | None = None
 
@@ -57,6 +62,7 @@ class SearchPlanner:
                 return None
         self._register(setting, obs)
         self.yielded.add(setting.name)
+        self.levels[setting.name] = step.concurrency
         self.trace.append(f"{setting.name}: {step.reason}")
         return setting
 

@@ -32,6 +32,8 @@ class ResolvedWorkload:
     sampling: Sampling
     greedy: bool
     """Temperature 0: outputs are comparable with the baseline's (the correctness gate applies)."""
+    sessions: tuple[tuple[Prompt, ...], ...] = ()
+    """Agentic session replay: each session's turns in order (`prompts` is then every turn, flattened)."""
 
 
 def _from_prompt(p: Prompt) -> SourcePrompt:
@@ -89,8 +91,43 @@ def _to_prompt(p: SourcePrompt, spec: WorkloadSpec, source: str) -> Prompt:
     return Prompt(p.prompt_id, p.category, "chat", spec.max_tokens, messages=p.messages, seed=seed)
 
 
+TURN_SEPARATOR = "#t"
+"""Session turns are stored as `<session id>#t<turn>` prompt ids (turn counted from 1)."""
+
+
+def session_turns(p: SourcePrompt, limit: int | None, max_turns: int | None) -> list[SourcePrompt]:
+    """The turns of one recorded session: turn t is the conversation up to its t-th user message, with
+    the recorded assistant replies as context; stops before the context exceeds `limit` tokens."""
+    users = [i for i, (role, _) in enumerate(p.messages) if role == "user"]
+    turns: list[SourcePrompt] = []
+    for t, end in enumerate(users, start=1):
+        turn = SourcePrompt(f"{p.prompt_id}{TURN_SEPARATOR}{t:02d}", p.category, p.messages[: end + 1])
+        if not _fits(turn, limit) or (max_turns is not None and t > max_turns):
+            break
+        turns.append(turn)
+    return turns
+
+
+def _resolve_sessions(spec: WorkloadSpec, where: str) -> ResolvedWorkload:
+    loaded = load_source("agentic", spec, where=f"{where}.source")
+    sessions = [t for p in loaded if (t := session_turns(p, spec.max_input_tokens, spec.max_turns))]
+    if not sessions:
+        raise ConfigError(
+            f"{where}.max_input_tokens = {spec.max_input_tokens}: no session's first turn is that short; fix: raise it"
+        )
+    random.Random(f"{spec.seed}:sessions").shuffle(sessions)
+    chosen = sessions[: spec.prompts] if spec.prompts is not None else sessions
+    shaped = tuple(tuple(_to_prompt(t, spec, "agentic") for t in turns) for turns in chosen)
+    profile = SAMPLING_PROFILES[spec.sampling]
+    sampling = Sampling(profile.temperature, profile.top_p, spec.eos_ignored, None)
+    flat = tuple(p for turns in shaped for p in turns)
+    return ResolvedWorkload(spec.key, flat, sampling, greedy=profile.temperature == 0.0, sessions=shaped)
+
+
 def resolve_workload(spec: WorkloadSpec, *, where: str = "workloads[]") -> ResolvedWorkload:
     """Load, filter, select and shape one workload; every failure names the field and the fix."""
+    if spec.sessions:
+        return _resolve_sessions(spec, where)
     pools: dict[str, list[SourcePrompt]] = {}
     for source in spec.sources:
         loaded = load_source(source, spec, where=f"{where}.source")
@@ -107,4 +144,12 @@ def resolve_workload(spec: WorkloadSpec, *, where: str = "workloads[]") -> Resol
     return ResolvedWorkload(spec.key, prompts, sampling, greedy=profile.temperature == 0.0)
 
 
-__all__ = ["ResolvedWorkload", "load_source", "natural_mode", "resolve_workload", "select"]
+__all__ = [
+    "TURN_SEPARATOR",
+    "ResolvedWorkload",
+    "load_source",
+    "natural_mode",
+    "resolve_workload",
+    "select",
+    "session_turns",
+]

@@ -110,6 +110,7 @@ class TestGuideLLMParsing:
         assert figures.itl_p50_ms == pytest.approx(10.001042532542396)
         assert figures.output_tok_s == pytest.approx(361.61597280101796)
         assert (figures.requests, figures.errors) == (20, 0)
+        assert figures.concurrency == pytest.approx(3.953057426973393)
 
     def test_requests_from_a_captured_report(self) -> None:
         report = json.loads(SAMPLE.read_text())
@@ -129,9 +130,31 @@ class TestGuideLLMParsing:
         assert lags.request_path_ms == pytest.approx((2.0,), abs=1e-6)
         assert lags.every_chunk_ms == ()
 
+    def test_requests_before_the_measured_window_are_warmup_and_left_out(self) -> None:
+        report = json.loads(SAMPLE.read_text())
+        benchmark = dict(fa.guidellm_benchmarks(report)[0])
+        benchmark["start_time"] = 1796281561.26  # between the two requests' starts
+        assert [r.sid for r in fa.guidellm_requests(benchmark)] == [3]
+
     def test_a_report_without_benchmarks_is_refused_with_the_reason(self) -> None:
         with pytest.raises(ValueError, match="no 'benchmarks' list"):
             fa.guidellm_benchmarks({"benchmarks": []})
+
+
+class TestServerTruth:
+    def test_figures_from_the_servers_own_stamps(self) -> None:
+        # two 3-token streams: arrive at 0 and 10 ms, first send 50 ms later, then every 10 ms
+        a = fa.StreamSchedule(1, 0, 0, (50 * MS, 60 * MS, 70 * MS), (50 * MS, 60 * MS, 70 * MS), (), tokens=3)
+        b = fa.StreamSchedule(2, 10 * MS, 0, (), (61 * MS, 71 * MS, 81 * MS), (), tokens=3)
+        truth = fa.server_figures({1: a, 2: b}, [1, 2, 99])
+        assert truth.ttft_p50_ms == pytest.approx(50.5)  # median of 50 and 51
+        assert truth.itl_p50_ms == pytest.approx(10.0)
+        assert truth.output_tok_s == pytest.approx(6 / 0.081)  # 6 tokens over 0 -> 81 ms
+        assert truth.concurrency == pytest.approx((70 + 71) / 81)
+        assert truth.requests == 2
+
+    def test_no_streams_no_figures(self) -> None:
+        assert fa.server_figures({}, [1]).ttft_p50_ms is None
 
 
 class TestTables:
@@ -140,18 +163,21 @@ class TestTables:
         assert fa.pct_diff(None, 100.0) is None
         assert fa.pct_diff(1.0, 0.0) is None
 
-    def test_agreement_rows_flag_differences_over_3_percent(self) -> None:
+    def test_agreement_rows_flag_differences_over_3_percent_and_compare_with_the_server(self) -> None:
         ours = fa.ToolFigures(ttft_p50_ms=51.0, itl_p50_ms=10.0, output_tok_s=90.0, requests=20, errors=0)
-        theirs = fa.ToolFigures(ttft_p50_ms=50.0, itl_p50_ms=10.0, output_tok_s=100.0, requests=20, errors=0)
-        rows = fa.agreement_rows([(16, ours, theirs)])
-        assert rows[0] == ["16", "median TTFT (ms)", "51.00", "50.00", "+2.0%", "yes"]
-        assert rows[1][4:] == ["+0.0%", "yes"]
-        assert rows[2] == ["16", "output throughput (tok/s)", "90.0", "100.0", "-10.0%", "NO"]
+        theirs = fa.ToolFigures(50.0, 10.0, 100.0, 20, 0, concurrency=4.0)
+        truth = fa.ToolFigures(50.0, 10.0, 100.0, 20, 0, concurrency=4.0)
+        rows = fa.agreement_rows([fa.AgreementCell(16, ours, theirs, truth, truth)])
+        assert rows[0] == ["16", "median TTFT (ms)", "51.00", "50.00", "+2.0%", "yes", "50.00 (+2.0%)", "50.00 (+0.0%)"]
+        assert rows[1][4:6] == ["+0.0%", "yes"]
+        assert rows[2][:6] == ["16", "output throughput (tok/s)", "90.0", "100.0", "-10.0%", "NO"]
+        assert rows[3] == ["16", "achieved concurrency", "-", "4.0", "-", "-", "4.0 (-)", "4.0 (+0.0%)"]
 
     def test_missing_guidellm_figures_print_as_dashes(self) -> None:
         ours = fa.ToolFigures(51.0, 10.0, 90.0, 20, 0)
-        rows = fa.agreement_rows([(1, ours, fa.ToolFigures(None, None, None, 0, 0))])
-        assert rows[0][3:] == ["-", "-", "-"]
+        none = fa.ToolFigures(None, None, None, 0, 0)
+        rows = fa.agreement_rows([fa.AgreementCell(1, ours, none, ours, none)])
+        assert rows[0][3:6] == ["-", "-", "-"]
 
     def test_lag_rows_give_p50_and_p99(self) -> None:
         ours = fa.LagSamples((1.0, 3.0), (1.0, 3.0), (1.0,), (0.5,), 1, 0)
@@ -211,3 +237,14 @@ async def test_our_client_against_the_fidelity_server_matches_every_chunk(fideli
     metrics = cell_metrics(records)
     assert metrics.output_tokens == 30 and metrics.errors == 0
     assert all(r.prompt_tokens == 3 for r in records)  # the server's word-count stand-in for a tokenizer
+
+
+def test_diagnostic_row_gives_p50_and_p99_of_each_sample() -> None:
+    lags = fa.LagSamples((1.0, 3.0), (2.0,), (1.0,), (5.0, 7.0), 1, 0)
+    assert fa.diagnostic_row(64, "as shipped", lags) == [
+        "64",
+        "as shipped",
+        "2.00 / 2.98",
+        "2.00 / 2.00",
+        "6.00 / 6.98",
+    ]

@@ -78,6 +78,7 @@ async def test_more_than_100_streams_are_all_in_flight_at_once(holding: HoldingS
     assert all(r.ok for r in records) and len(records) == STREAMS
     assert health.events == 2 * STREAMS  # content and usage per stream ([DONE] ends it), counted by the client
     assert health.reads >= STREAMS and health.workers == 1
+    assert health.loops == ("asyncio",)  # in this process: the caller's loop
 
 
 async def test_an_injected_session_with_a_capped_pool_is_refused_with_the_fix(holding: HoldingServer) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -33,19 +34,28 @@ PROMPTS = [
 
 @dataclass
 class CountingServer:
-    """Answers every request after `hold_s`, tracking the peak number in flight."""
+    """Answers every request after `hold_s`, or, with `gate_at`, holds requests until that many were in
+    flight at once (10 s at most), so a slow-starting worker on a busy machine cannot hide the peak."""
 
     hold_s: float = 0.2
+    gate_at: int | None = None
     url: str = ""
     open_now: int = 0
     peak: int = 0
     served: int = 0
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         await request.read()
         self.open_now += 1
         self.peak = max(self.peak, self.open_now)
-        await asyncio.sleep(self.hold_s)
+        if self.gate_at is not None:
+            if self.open_now >= self.gate_at:
+                self.gate.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.gate.wait(), timeout=10.0)
+        else:
+            await asyncio.sleep(self.hold_s)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
@@ -66,10 +76,12 @@ async def server() -> AsyncIterator[CountingServer]:
     await test_server.start_server()
     state.url = str(test_server.make_url("/"))
     yield state
+    state.gate.set()
     await test_server.close()
 
 
 async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_order(server: CountingServer) -> None:
+    server.gate_at = 6
     t0 = time.perf_counter_ns()
     async with StreamingClient(server.url) as client:
         records, health = await measure_closed_loop(
@@ -83,12 +95,16 @@ async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_orde
     # the parent's window and need no conversion.
     assert all(t0 <= r.send_ns <= r.end_ns <= t1 for r in records)
     assert health.workers == 2 and len(health.cpu_fraction) == 2
+    assert health.loops == ("uvloop", "uvloop")  # workers run nothing but the client, on uvloop
     assert health.events == 24  # content + usage per request, summed over both workers
     assert health.lag_samples > 0
 
 
-async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(server: CountingServer) -> None:
+async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(
+    server: CountingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server.hold_s = 0.05
+    monkeypatch.setenv("SPECFRONTIER_WORKER_LOOP", "asyncio")  # the A/B switch: the standard loop
     async with StreamingClient(server.url) as client:
         records, facts, health = await measure_open_loop(
             client, PROMPTS, Sampling(), rate=40.0, requests=10, max_in_flight=4, workers=2
@@ -98,7 +114,7 @@ async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(server: C
     assert facts["sent"] == 10 and facts["client_workers"] == 2 and facts["max_in_flight"] == 4
     assert facts["send_lag_p50_ms"] >= 0.0  # nobody sends before its scheduled time, on either worker
     assert server.peak <= 4  # the cap, split 2 + 2 over the workers
-    assert health.workers == 2
+    assert health.workers == 2 and health.loops == ("asyncio", "asyncio")
 
 
 def _broken_extractor(chunk: Mapping[str, Any]) -> RequestSpecStats | None:

@@ -16,13 +16,15 @@ from specfrontier.sim_sweep import VirtualSweep
 from specfrontier.store import Store
 
 
-def _config(search: SearchConfig, steps: tuple[int, ...] = (1, 2, 3)) -> SGLangTuneConfig:
+def _config(
+    search: SearchConfig, steps: tuple[int, ...] = (1, 2, 3), concurrency: tuple[int, ...] = (1, 64)
+) -> SGLangTuneConfig:
     settings = [SGLangSetting(name="no-spec")]
     settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in steps]
     return SGLangTuneConfig(
         engine=SimEngine(min_requests=8),
         settings=tuple(settings),
-        concurrency=(1, 64),
+        concurrency=concurrency,
         repeats=2,
         rounds_per_cell=1,
         warmup_rounds=0,
@@ -145,3 +147,47 @@ def test_cli_search_option_is_checked_and_the_trace_printed(
     out = capsys.readouterr().out
     assert "Search (adaptive): 3 setting(s) launched" in out
     assert "stopped: budget: search.max_launches = 3" in out
+
+
+def _wide(search: SearchConfig) -> SGLangTuneConfig:
+    return _config(search, steps=tuple(range(1, 7)), concurrency=(1, 16, 64))
+
+
+def test_guided_measures_a_design_then_where_the_model_points(tmp_path: Path) -> None:
+    search = SearchConfig(strategy="guided", target_concurrency=(16,))
+    sweep = _run(tmp_path, _wide(search))
+    assert sweep.planner is not None
+    trace = sweep.planner.trace
+    assert [line.split(":")[0] for line in trace[:3]] == ["no-spec", "steps1", "steps6"]
+    assert all("design" in line for line in trace[:3])
+    assert "confirmed within the noise at C=16" in (sweep.planner.stop_reason or "")
+    run_id = sweep.store.runs()[0].run_id
+    cells = sweep.store.cells(run_id)
+    assert {c.concurrency for c in cells} == {16}  # only the target level is measured
+    assert len({c.setting_id for c in cells}) < 7  # fewer launches than the grid
+    # Its answer is the grid's best at C=16 (same seeds, so the same cells).
+    grid = _run(tmp_path, _wide(SearchConfig()), "grid.db")
+    truth = observe(grid.store, grid.store.runs()[0].run_id)
+    got = observe(sweep.store, run_id)
+    values = {n: f.median for n in truth.status if (f := truth.figure(n, 16, "aggregate_tok_s")) and f.median}
+    measured = {n: f.median for n in got.status if (f := got.figure(n, 16, "aggregate_tok_s")) and f.median}
+    best, pick = max(values, key=lambda n: values[n]), max(measured, key=lambda n: measured[n])
+    assert values[pick] >= values[best] * 0.98
+
+
+def test_guided_falls_back_to_neighbours_when_the_model_cannot_be_fitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(cells: object) -> object:
+        raise ConfigError("model: 2 cells: too few to fit; fix: measure more cells")
+
+    monkeypatch.setattr("specfrontier.search.guided.fit_model", refuse)
+    config = _config(SearchConfig(strategy="guided", target_concurrency=(1,), max_depth=3), steps=(2,))
+    sweep = _run(tmp_path, config)
+    assert sweep.planner is not None
+    # Design: the baseline and steps2; then steps2's neighbour on its ladder (which extends upward from the
+    # shallowest listed depth), unranked without a model; steps3 wins at C=1 and its neighbours are measured.
+    assert _measured(sweep) == ["no-spec", "steps2", "steps3"]
+    assert "neighbour of the measured best steps2 at C=1" in sweep.planner.trace[2]
+    stop = sweep.planner.stop_reason or ""
+    assert stop.startswith("confirmed within the noise at C=1: steps3") and "could not be fitted" in stop

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from pydantic import ValidationError
 
@@ -86,3 +88,40 @@ def test_sampling_profiles_send_natural_eos_top_p_and_a_stable_seed_per_request(
 def test_bad_entries_are_refused_with_the_fix(entry: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         WorkloadSpec.model_validate(entry)
+
+
+def test_a_prompts_own_seed_is_sent_instead_of_the_cells() -> None:
+    from specfrontier.load.client import build_request_body
+    from specfrontier.records import Prompt, Sampling
+
+    body = build_request_body(Prompt("p", "c", "completion", 8, text="x", seed=7), Sampling(0.6, seed=1), None)
+    assert body["seed"] == 7
+    assert build_request_body(Prompt("p", "c", "completion", 8, text="x"), Sampling(0.6, seed=1), None)["seed"] == 1
+
+
+def test_sessions_grow_the_recorded_context_turn_by_turn() -> None:
+    wl = resolve_workload(_spec(source="agentic", sessions=True, max_input_tokens=3000, max_turns=3, prompts=3))
+    assert len(wl.sessions) == 3 and wl.prompts == tuple(p for s in wl.sessions for p in s)
+    for turns in wl.sessions:
+        assert 1 <= len(turns) <= 3
+        sizes = [len(t.messages) for t in turns]
+        assert sizes == sorted(sizes) and all(t.messages[-1][0] == "user" for t in turns)
+        assert [t.prompt_id.rsplit("#t", 1)[1] for t in turns] == [f"{i:02d}" for i in range(1, len(turns) + 1)]
+        assert all(sum(len(c) for _, c in t.messages) <= 3000 * CHARS_PER_TOKEN for t in turns)
+        assert all(t.messages[: len(a.messages)] == a.messages for a, t in itertools.pairwise(turns))
+    with pytest.raises(ConfigError, match=r"max_input_tokens = 10: no session's first turn is that short"):
+        resolve_workload(_spec(source="agentic", sessions=True, max_input_tokens=10))
+
+
+def test_sessions_are_refused_with_open_loop_load() -> None:
+    from specfrontier.config import parse_config
+
+    with pytest.raises(ConfigError, match="sessions are replayed closed loop"):
+        parse_config(
+            {
+                "workloads": [{"source": "agentic", "sessions": True}],
+                "load": {"mode": "open", "rates": [1.0], "requests": 4},
+                "settings": [{"name": "baseline"}],
+            },
+            source="c.yaml",
+        )
