@@ -12,8 +12,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +263,20 @@ def render_page(template: str, context: dict[str, Any]) -> str:
     return _environment_engine().get_template(template).render(css=css, csp=csp_for(css), **context)
 
 
+def _per_workload_tables(data: RunData) -> list[Table]:
+    """The run's tables; on a multi-workload run one set per workload (rankings mean nothing across them)."""
+    if not data.multi_workload:
+        return all_tables(data)
+    return [replace(t, title=f"{w}: {t.title}") for w, view in data.workload_views() for t in all_tables(view)]
+
+
+def _per_workload_lines(data: RunData, lines: Callable[[RunData], list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """Recommendation-style lines per workload view, headed by the workload on a multi-workload run."""
+    if not data.multi_workload:
+        return lines(data)
+    return [(f"{w}: {head}", tail) for w, view in data.workload_views() for head, tail in lines(view)]
+
+
 def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
     """The whole report as one HTML document (see the module docstring for why it is built this way)."""
     acceptance, bars = _acceptance_table(data)
@@ -290,14 +304,14 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
             ("definitions", "Definitions"),
             ("environment", "Environment"),
         ],
-        "recommendations": recommendation_lines(data) if data.cells else [],
-        "crossovers": crossover_lines(data),
+        "recommendations": _per_workload_lines(data, recommendation_lines) if data.cells else [],
+        "crossovers": [line for line, _ in _per_workload_lines(data, lambda v: [(x, "") for x in crossover_lines(v)])],
         "flags": flag_lines(data),
         "speed_plots": _speed_plots(data),
         "pareto": pareto,
         "frontier_table": _frontier_table(data),
         "crossover_map": _crossover_map_table(data),
-        "tables": all_tables(data) + workload_tables(data),
+        "tables": _per_workload_tables(data) + workload_tables(data),
         "acceptance": acceptance,
         "acceptance_plot": _plot(
             "acceptance",
