@@ -169,6 +169,11 @@ def levels(cells: Sequence[ModelCell]) -> list[int]:
 
 def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = None, rho: float | None = None) -> Plan:
     """Fit on `cells` (or only the named settings') and predict every cell, the frontier and the depth."""
+    if not cells:
+        raise ConfigError(
+            "plan: the run has no closed-loop cells (open-loop cells are not modelled); "
+            "fix: plan a run measured at concurrency levels (load.mode: closed)"
+        )
     names = list(dict.fromkeys(c.setting for c in cells))
     if fit_only:
         missing = [n for n in fit_only if n not in names]
