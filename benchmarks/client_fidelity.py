@@ -188,7 +188,16 @@ class OurRun:
         )
 
 
-def run_ours(base_url: str, concurrency: int, requests: int, tokens: int, *, keepalive: bool = False) -> OurRun:
+def run_ours(
+    base_url: str,
+    concurrency: int,
+    requests: int,
+    tokens: int,
+    *,
+    keepalive: bool = False,
+    prompts: Sequence[Prompt] | None = None,
+    warmup_prompts: Sequence[Prompt] | None = None,
+) -> OurRun:
     """One warmup pass of `concurrency` requests (discarded), then `requests` measured, closed loop.
 
     Measured the way `tune` and `bench` measure a cell: `measure_closed_loop` with the worker count
@@ -196,7 +205,8 @@ def run_ours(base_url: str, concurrency: int, requests: int, tokens: int, *, kee
     pinning), so it runs in this process. `keepalive` injects a session that reuses connections (a
     diagnostic: the tool's client opens one connection per request, see `StreamingClient`).
     """
-    prompts = [_prompt(tokens)]
+    measured = list(prompts) if prompts else [_prompt(tokens)]
+    warmup = list(warmup_prompts) if warmup_prompts else measured
     sampling = Sampling(temperature=0.0, ignore_eos=True)
     workers = resolve_workers("auto", streams=concurrency)
 
@@ -205,11 +215,11 @@ def run_ours(base_url: str, concurrency: int, requests: int, tokens: int, *, kee
         try:
             async with StreamingClient(base_url, model=MODEL_ID, timeout_s=300, session=session) as client:
                 await measure_closed_loop(
-                    client, prompts, sampling, concurrency=concurrency, num_requests=concurrency, workers=workers
+                    client, warmup, sampling, concurrency=concurrency, num_requests=concurrency, workers=workers
                 )
                 wall0 = time.perf_counter()
                 records, health = await measure_closed_loop(
-                    client, prompts, sampling, concurrency=concurrency, num_requests=requests, workers=workers
+                    client, measured, sampling, concurrency=concurrency, num_requests=requests, workers=workers
                 )
                 return OurRun(records, health, time.perf_counter() - wall0)
         finally:
@@ -224,7 +234,9 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_guidellm(base_url: str, concurrency: int, requests: int, tokens: int, out: Path) -> dict[str, Any]:
+def run_guidellm(
+    base_url: str, concurrency: int, requests: int, tokens: int, out: Path, *, data: Path | None = None
+) -> dict[str, Any]:
     """One `guidellm run` (concurrent profile, completions API, synthetic prompts); its JSON report.
 
     Like ours, it sends `concurrency` warmup requests first: GuideLLM's `warmup` (a request count here)
@@ -241,7 +253,9 @@ def run_guidellm(base_url: str, concurrency: int, requests: int, tokens: int, ou
         "--constraint",
         f"kind=max_requests,count={concurrency + requests}",
         "--data",
-        f"kind=synthetic_text,prompt_tokens={PROMPT_WORDS},output_tokens={tokens}",
+        f"kind=json_file,path={data}"
+        if data is not None
+        else f"kind=synthetic_text,prompt_tokens={PROMPT_WORDS},output_tokens={tokens}",
         "--tokenizer",
         f"kind=huggingface_auto,model={CACHE / 'tokenizer'}",
         "--output",
@@ -495,6 +509,79 @@ def lag_phase(
     return lag_rows(cells), diagnostic
 
 
+LLAMA_C = (1, 4)
+LLAMA_TOKENS = 32
+LLAMA_REQUESTS_PER_C = 6
+
+
+def llama_prompts(count: int, tokens: int, tag: str) -> list[Prompt]:
+    """Distinct prompts that differ from their first token on (a number), so llama-server's prompt cache
+    never serves one request from another's prefix. `tag` differs per tool too: llama-server keeps
+    finished prompts in a host-memory cache, so the second tool would otherwise be served the first
+    tool's identical prompts from it (seen: 1 of 19 prompt tokens evaluated)."""
+    body = "Write a short story about a robot who learns to paint the sea at night."
+    return [
+        Prompt(
+            prompt_id=f"{tag}{i}", category="llama", api="completion", max_tokens=tokens, text=f"{i + 1} {tag} {body}"
+        )
+        for i in range(count)
+    ]
+
+
+def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: bool) -> list[list[str]]:
+    """Agreement on a real engine: llama-server (SmolLM2-135M, no speculation) pinned to the server CPU.
+
+    There is no schedule to compare with here, so only the two tools are compared. Both send the same
+    prompts in the same order (GuideLLM reads them from a JSON-lines file; its first C are its warmup,
+    as ours are; the prompts differ between the tools only in one letter of a tag), `max_tokens` with
+    `ignore_eos`, to the completions API.
+    """
+    from specfrontier.config import parse_config
+    from specfrontier.engines.llamacpp import LlamaCppAdapter
+    from specfrontier.server import ServerProcess, free_port
+
+    print(f"\n== phase 3: llama-server agreement, load average before: {loadavg()}", flush=True)
+    cfg = parse_config({"engine": {"threads": 1, "ctx_size": 4096}, "settings": [{"name": "baseline"}]})
+    adapter = LlamaCppAdapter(cfg.engine)  # type: ignore[arg-type]
+    adapter.prepare(cfg.settings)  # type: ignore[arg-type]
+    port = free_port()
+    argv = adapter.command(cfg.settings[0], port=port, max_concurrency=max(LLAMA_C))  # type: ignore[arg-type]
+    base_url = f"http://127.0.0.1:{port}"
+    none = ToolFigures(None, None, None, 0, 0)
+    cells: list[AgreementCell] = []
+    with ServerProcess(["taskset", "-c", str(plan.server_cpu), *argv], out_dir / "llama-server.log") as server:
+        asyncio.run(server.wait_ready(f"{base_url}/health", timeout_s=180))
+        # ServerProcess starts a new session, hence a new autogroup: give it our priority too.
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{server.pid}/autogroup").write_text(str(results["nice"]))
+        for concurrency in LLAMA_C:
+            requests = LLAMA_REQUESTS_PER_C * concurrency
+            warm = llama_prompts(concurrency, LLAMA_TOKENS, f"w{concurrency}a")
+            measured = llama_prompts(requests, LLAMA_TOKENS, f"m{concurrency}a")
+            ours = run_ours(base_url, concurrency, requests, LLAMA_TOKENS, prompts=measured, warmup_prompts=warm)
+            mine = our_figures(cell_metrics(ours.records))
+            print(f"C={concurrency}: ours {requests} requests in {ours.wall_s:.1f} s; load {loadavg()}", flush=True)
+            theirs = none
+            if not ours_only:
+                warm = llama_prompts(concurrency, LLAMA_TOKENS, f"w{concurrency}b")
+                measured = llama_prompts(requests, LLAMA_TOKENS, f"m{concurrency}b")
+                data = out_dir / f"llama-c{concurrency}.jsonl"
+                data.write_text(
+                    "".join(
+                        json.dumps({"prompt": p.text, "output_tokens_count": LLAMA_TOKENS}) + "\n"
+                        for p in [*warm, *measured]
+                    )
+                )
+                out = out_dir / f"llama-c{concurrency}.json"
+                report = run_guidellm(base_url, concurrency, requests, LLAMA_TOKENS, out, data=data)
+                theirs = guidellm_figures(guidellm_benchmarks(report)[0])
+                print(f"C={concurrency}: GuideLLM {theirs.requests} requests; load {loadavg()}", flush=True)
+            cells.append(AgreementCell(concurrency, mine, theirs, none, none))
+            results["llama"].append({"concurrency": concurrency, "ours": asdict(mine), "guidellm": asdict(theirs)})
+    results["loadavg"].append(("after llama-server", loadavg()))
+    return [row[:6] for row in agreement_rows(cells)]
+
+
 DEFINITIONS = """\
 Definitions (ours: `specfrontier.metrics`; GuideLLM 0.8.1: `schemas/base/request_stats.py`):
 - TTFT. Ours: first content chunk's read - request start, where the start is stamped before the TCP
@@ -522,6 +609,7 @@ def render(
     agreement: list[list[str]],
     lags: list[list[str]],
     diagnostic: list[list[str]],
+    llama: list[list[str]],
     results: dict[str, Any],
     ours_only: bool,
 ) -> str:
@@ -558,6 +646,18 @@ def render(
         "",
         markdown_table(DIAGNOSTIC_HEADER, diagnostic),
         "",
+        *(
+            [
+                f"Agreement on a real engine: llama-server (llama.cpp b11434, SmolLM2-135M Q4_1, no speculation, "
+                f"1 thread, {max(LLAMA_C)} slots) pinned to CPU {plan.server_cpu}; the same {LLAMA_TOKENS}-token "
+                "requests and prompts of the same shape for both tools (no server truth here):",
+                "",
+                markdown_table(AGREEMENT_HEADER[:6], llama),
+                "",
+            ]
+            if llama
+            else []
+        ),
         DEFINITIONS,
     ]
     return "\n".join(lines)
@@ -565,12 +665,19 @@ def render(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Our client vs GuideLLM on a deterministic-schedule server.")
-    parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run; not for the docs)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer requests (a smoke run; not written to the docs unless --docs)"
+    )
     parser.add_argument("--ours-only", action="store_true", help="skip GuideLLM (its columns stay empty)")
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--client-cpu", type=int, default=1)
     parser.add_argument("--docs", type=Path, default=None, help="Markdown file to write the section into")
     parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument(
+        "--phases",
+        default="agreement,lag,llama",
+        help="comma-separated subset of agreement,lag,llama (default: all three)",
+    )
     parser.add_argument(
         "--nice",
         type=int,
@@ -579,6 +686,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "machine disturbs both tools less; needs root for < 0 (else it runs at 0 and says so)",
     )
     args = parser.parse_args(argv)
+    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not args.phases or not args.phases <= {"agreement", "lag", "llama"}:
+        parser.error(f"--phases: expected a subset of agreement,lag,llama, got {sorted(args.phases)}")
     cpus = os.sched_getaffinity(0)
     for name in ("server_cpu", "client_cpu"):
         if getattr(args, name) not in cpus:
@@ -631,20 +741,25 @@ def main(argv: list[str] | None = None) -> None:
         "guidellm_version": version,
         "plan": asdict(plan),
         "niceness": niceness,
+        "nice": args.nice,
         "loadavg": [("before", loadavg())],
         "agreement": [],
         "lag": [],
+        "llama": [],
     }
     try:
-        agreement = agreement_phase(plan, out_dir, results, args.ours_only)
-        lags, diagnostic = lag_phase(plan, out_dir, results, args.ours_only)
+        agreement = agreement_phase(plan, out_dir, results, args.ours_only) if "agreement" in args.phases else []
+        lags, diagnostic = lag_phase(plan, out_dir, results, args.ours_only) if "lag" in args.phases else ([], [])
+        llama = llama_phase(plan, out_dir, results, args.ours_only) if "llama" in args.phases else []
     finally:
         reset_autogroup()
-    text = render(plan, agreement, lags, diagnostic, results, args.ours_only)
+    text = render(plan, agreement, lags, diagnostic, llama, results, args.ours_only)
     print("\n" + text)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     print(f"raw results: {out_dir}")
-    if not args.no_docs:
+    if args.quick and args.docs is None and not args.no_docs:
+        print("--quick results are a smoke run: not written to the docs (give --docs FILE to write them)")
+    elif not args.no_docs:
         docs = args.docs or (REPO / "docs" / "metrics.md" if (REPO / "docs" / "metrics.md").is_file() else None)
         docs = docs or REPO / "docs" / "client-fidelity.md"
         current = docs.read_text() if docs.is_file() else "# Client fidelity\n"

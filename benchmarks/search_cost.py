@@ -8,10 +8,13 @@ For every case (simulator profile x workload x objective):
   3 repeats, through `tune`'s own virtual sweep: the ground truth;
 - guided: `search: {strategy: guided, target_concurrency: [C]}` through the same sweep;
 - gap = (grid's best - the grid's value of guided's choice) / grid's best, on the objective's median over
-  repeats (the simulator is seeded per setting, level and repeat, so both runs see identical cells);
+  repeats (the simulator is seeded per setting, level and repeat, so both runs see identical cells); a
+  gap above 2 % is marked a tie when the grid's own best and guided's choice overlap over repeats;
 - cost: launches, benchmark seconds (measured windows, simulated seconds, from the store), and their sum
-  with an ASSUMED launch cost of LAUNCH_S seconds per launch (model load and graph capture of a large
-  model; the simulator has no startup time), as a ratio to the grid's.
+  with an ASSUMED cost per launch (model load and CUDA-graph capture; the simulator has no startup time):
+  120 s (an 8B model on one GPU, engines.md 1.5: about 1-3 min) and 300 s (a large MoE on 4 GPUs), as a
+  ratio to the grid's. The target is judged at 300 s; at 120 s the ratio is lower wherever guided saves
+  more benchmark time than launches.
 Everything here is a MODEL of a deployment: the table shows how the search behaves, not how a server does.
 """
 
@@ -26,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specfrontier.analysis.summary import Figure
 from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, WorkloadConfig
 from specfrontier.config.search import SearchConfig
 from specfrontier.search.observe import observe
@@ -35,7 +39,7 @@ from specfrontier.store import Store
 
 LEVELS = (1, 4, 16, 32, 64)
 STEPS = tuple(range(1, 9))
-LAUNCH_S = 300.0
+LAUNCH_S = (120.0, 300.0)
 SEED = "seed-qwen3.5-122b-a10b"
 VARIANTS = Path(__file__).parent / "profiles" / "search_variants.json"
 
@@ -71,7 +75,7 @@ def _config(case: Case, search: SearchConfig) -> SGLangTuneConfig:
     settings = [SGLangSetting(name="no-spec")]
     settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in STEPS]
     return SGLangTuneConfig(
-        engine=SimEngine(workload_class=case.workload),
+        engine=SimEngine(workload_class=case.workload, min_requests=96),
         settings=tuple(settings),
         concurrency=LEVELS,
         repeats=3,
@@ -79,6 +83,13 @@ def _config(case: Case, search: SearchConfig) -> SGLangTuneConfig:
         workload=WorkloadConfig(max_tokens=512, temperature=case.temperature, ignore_eos=case.ignore_eos),
         search=search,
     )
+
+
+def _overlap(a: Figure | None, b: Figure | None) -> bool:
+    """True when two cells' repeat ranges overlap: the grid cannot tell them apart."""
+    if a is None or b is None or None in (a.low, a.high, b.low, b.high):
+        return False
+    return (a.low or 0.0) <= (b.high or 0.0) and (b.low or 0.0) <= (a.high or 0.0)
 
 
 def _run(store: Store, profile: SimProfile, config: SGLangTuneConfig) -> tuple[str, VirtualSweep]:
@@ -99,9 +110,14 @@ def main() -> int:
     if args.quick:
         shown = {SEED: shown[SEED]}
         workloads = workloads[:1]
-    objectives = [("aggregate_tok_s", 1), ("aggregate_tok_s", 16), ("aggregate_tok_s", 64)]
+    objectives = [
+        ("aggregate_tok_s", 1),
+        ("per_request_tok_s_p50", 4),
+        ("aggregate_tok_s", 16),
+        ("aggregate_tok_s", 64),
+    ]
     rows: list[str] = []
-    worst_gap, worst_ratio = 0.0, 0.0
+    worst_gap, worst_ratio, ties = 0.0, 0.0, 0
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "search_cost.db")
         for pname, profile in shown.items():
@@ -113,7 +129,7 @@ def main() -> int:
                 for objective, level in objectives:
                     case = Case(pname, wname, temperature, ignore_eos, objective, level)
                     search = SearchConfig(strategy="guided", target_concurrency=(level,), objective=objective)  # type: ignore[arg-type]
-                    run_id, sweep = _run(store, profile, _config(case, search))
+                    run_id, _ = _run(store, profile, _config(case, search))
                     got = observe(store, run_id)
                     values = {
                         n: f.median
@@ -128,20 +144,29 @@ def main() -> int:
                     }
                     pick = max(measured, key=lambda n: measured[n])
                     gap = (values[best] - values[pick]) / values[best]
-                    cost = (got.launches * LAUNCH_S + got.engine_s) / (grid_launches * LAUNCH_S + grid_s)
-                    worst_gap, worst_ratio = max(worst_gap, gap), max(worst_ratio, cost)
+                    tie = ""
+                    grid_best, grid_pick = truth.figure(best, level, objective), truth.figure(pick, level, objective)
+                    if gap > 0.02 and _overlap(grid_best, grid_pick):
+                        tie = " (tie: repeat ranges overlap)"
+                        ties += 1
+                    costs = [(got.launches * x + got.engine_s) / (grid_launches * x + grid_s) for x in LAUNCH_S]
+                    worst_gap, worst_ratio = max(worst_gap, gap), max(worst_ratio, costs[-1])
                     rows.append(
                         f"| {pname} | {wname} t={temperature:g} | {objective} C={level} | {best} | {pick} | "
-                        f"{gap:.1%} | {got.launches}/{grid_launches} | {got.engine_s:.0f}/{grid_s:.0f} s | {cost:.0%} |"
+                        f"{gap:.1%}{tie} | {got.launches}/{grid_launches} | {got.engine_s:.0f}/{grid_s:.0f} s | "
+                        + " | ".join(f"{c:.0%}" for c in costs)
+                        + " |"
                     )
                     print(rows[-1], flush=True)
-                    assert sweep.planner is not None
     print()
-    print("| profile | workload | objective | grid best | guided pick | gap | launches | bench time | cost |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    cost_heads = " | ".join(f"cost @{x:.0f} s/launch" for x in LAUNCH_S)
+    print(f"| profile | workload | objective | grid best | guided pick | gap | launches | bench time | {cost_heads} |")
+    print("|---|---|---|---|---|---|---|---|" + "---|" * len(LAUNCH_S))
     print("\n".join(rows))
-    print(f"\nworst gap {worst_gap:.1%} (target <= 2%), worst cost {worst_ratio:.0%} (target <= 35%), "
-          f"cost = (launches x {LAUNCH_S:.0f} s + bench s) / the grid's")  # fmt: skip
+    print(f"\nworst gap {worst_gap:.1%} (target <= 2%), worst cost {worst_ratio:.0%} at {LAUNCH_S[-1]:.0f} s per "
+          "launch (target <= 35%); cost = (launches x launch s + bench s) / the grid's")  # fmt: skip
+    if ties:
+        print(f"{ties} case(s) above 2% are ties in the grid itself: its best and guided's pick overlap over repeats")
     return 0 if worst_gap <= 0.02 and worst_ratio <= 0.35 else 1
 
 

@@ -39,6 +39,7 @@ from specfrontier.report.compare import comparison_summary, comparison_tables
 from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
 from specfrontier.report.terminal import print_table
 from specfrontier.sim_sweep import VirtualSweep
+from specfrontier.slo import Slo, parse_slo
 from specfrontier.store import Store
 from specfrontier.sweep import Sweep, SweepEvents, is_virtual, open_sweep
 
@@ -135,7 +136,13 @@ def _stored_virtual(store: Path | None, run_id: str) -> bool:
 
 
 def _tune_virtual(
-    cfg: TuneConfig | None, store_path: Path | None, *, resume: str | None, quiet: bool, events: str | None
+    cfg: TuneConfig | None,
+    store_path: Path | None,
+    *,
+    resume: str | None,
+    quiet: bool,
+    slos: tuple[Slo, ...] = (),
+    events: str | None = None,
 ) -> None:
     """`tune --engine sim`: simulated cells in virtual time, stored and reported like a real run."""
     if resume is not None:
@@ -156,7 +163,7 @@ def _tune_virtual(
         out.print(f"run [bold]{run_id}[/bold] (SIMULATED: model predictions, not measurements)")
     with progress:
         virtual.run(run_id)
-    data = load_run(virtual.store, run_id)
+    data = load_run(virtual.store, run_id, slos)
     print_report(data, out)
     from specfrontier.cli_search import print_search_trace
 
@@ -193,6 +200,12 @@ def _print_comparison(cmp: Comparison) -> None:
         console.print(f"  {escape(line)}")
 
 
+SLO_HELP = (
+    "Goodput under SLOs, e.g. ttft_p90_ms=500,tpot_p90_ms=50 (metrics ttft, tpot, e2e; any percentile): "
+    "see docs/metrics.md."
+)
+
+
 @app.command()
 def tune(
     config: Annotated[
@@ -226,19 +239,21 @@ def tune(
     max_engine_s: Annotated[
         float | None, typer.Option("--max-engine-s", help="Search budget: engine-seconds (startup + windows).")
     ] = None,
+    slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
     if events not in (None, "jsonl"):
         raise ConfigError(f"--events = {events!r}: unknown event format; fix: use --events jsonl")
     from specfrontier.cli_search import apply_search_options, print_search_trace, refuse_on_resume
 
+    slos = parse_slo(slo)  # before any server is launched
     cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
     if cfg is None:
         refuse_on_resume(search, max_launches, max_engine_s)
     else:
         cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
     if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
-        _tune_virtual(cfg, store, resume=resume, quiet=quiet, events=events)
+        _tune_virtual(cfg, store, resume=resume, quiet=quiet, slos=slos, events=events)
         return
     sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents())
     progress = _progress(quiet, events, sweep.config, sweep.store, run_id)
@@ -255,7 +270,7 @@ def tune(
             f"--store {sweep.store.path}"
         )
         raise typer.Exit(130) from None
-    data = load_run(sweep.store, run_id)
+    data = load_run(sweep.store, run_id, slos)
     print_report(data, out)
     print_search_trace(sweep.planner, out)
     out.print(
@@ -326,14 +341,16 @@ def report(
     store: StoreOption = Path("specfrontier.db"),
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.terminal,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
+    slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
 ) -> None:
     """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
+    slos = parse_slo(slo)
     opened = _open_existing(store)
     if opened.imported_cells(run_id):
         raise ConfigError(
             f"run = {run_id!r}: imported figures, no stored requests to report; fix: `specfrontier plan {run_id}`"
         )
-    run_report(opened, run_id, fmt.value, output, console)
+    run_report(opened, run_id, fmt.value, output, console, slos)
 
 
 @app.command()

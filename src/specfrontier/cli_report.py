@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -17,20 +18,25 @@ from specfrontier.analysis import RunData, load_run
 from specfrontier.analysis.compare import Comparison
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.report.csv_export import report_csv
+from specfrontier.slo import Slo
 from specfrontier.store import Store
 
 FORMATS = ("terminal", "markdown", "json", "csv", "html")
 
 
-def run_report(store: Store, run_id: str, fmt: str, output: Path | None, console: Console) -> None:
-    """Render one stored run in `fmt` to `output` (stdout when None; HTML: next to the store when None)."""
+def run_report(
+    store: Store, run_id: str, fmt: str, output: Path | None, console: Console, slos: Sequence[Slo] = ()
+) -> None:
+    """Render one stored run in `fmt` to `output` (stdout when None; HTML: next to the store when None);
+    with `slos`, goodput under them is added (docs/metrics.md)."""
     from specfrontier.report.html import default_html_path, write_html  # matplotlib: only when drawing
 
     if fmt == "html":
-        path = write_html(store, run_id, output or default_html_path(store.path, run_id))
+        loaded = load_run(store, run_id, slos) if slos else None
+        path = write_html(store, run_id, output or default_html_path(store.path, run_id), loaded)
         console.print(f"HTML report: {escape(str(path))}")
         return
-    data = load_run(store, run_id)
+    data = load_run(store, run_id, slos)
     if fmt == "terminal":
         if output is None:
             print_report(data, console)

@@ -21,6 +21,7 @@ from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.load.health import saturated
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
+from specfrontier.slo import Slo, WindowGoodput, window_goodput
 from specfrontier.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
 from specfrontier.timeslices import Spike, TimeSlice, spikes, time_slices
@@ -75,6 +76,37 @@ class Figure:
         return (self.high - self.low) / self.median
 
 
+_NO_FIGURE = Figure(None, None, None, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class GoodputSummary:
+    """Goodput of a cell under the report's SLOs, per repeat and over repeats (`specfrontier.slo`)."""
+
+    windows: tuple[WindowGoodput, ...]
+
+    @property
+    def goodput_req_s(self) -> Figure:
+        return Figure.of([w.goodput_req_s for w in self.windows])
+
+    @property
+    def goodput_tok_s(self) -> Figure:
+        return Figure.of([w.goodput_tok_s for w in self.windows])
+
+    @property
+    def good_fraction(self) -> Figure:
+        return Figure.of([w.good_fraction for w in self.windows])
+
+    @property
+    def slo_met(self) -> bool:
+        """Every repeat met every SLO's percentile target."""
+        return bool(self.windows) and all(w.slo_met for w in self.windows)
+
+    def observed(self, key: str) -> Figure:
+        """The SLO's percentile per repeat (failed requests as infinitely slow; infinite -> left out)."""
+        return Figure.of([c.observed_ms for w in self.windows for c in w.checks if c.slo.key == key])
+
+
 @dataclass(frozen=True, slots=True)
 class CellSummary:
     setting: str
@@ -104,6 +136,24 @@ class CellSummary:
     """(repeat, spike) for every slice whose p99 exceeds SPIKE_FACTOR x that repeat's median."""
     client_health: tuple[dict[str, Any], ...] = ()
     """Per repeat with it recorded: the client's lag, CPU and saturation (`load.health.ClientHealth`)."""
+    tpot_p99_ms: Figure = _NO_FIGURE
+    e2e_p50_ms: Figure = _NO_FIGURE
+    e2e_p99_ms: Figure = _NO_FIGURE
+    e2e_tok_s_p50: Figure = _NO_FIGURE
+    """Per user, secondary: completion tokens / E2E per request, p50 (docs/metrics.md)."""
+    itl_p50_ms: Figure = _NO_FIGURE
+    """Per-token ITL: each chunk gap split over the chunk's tokens (docs/metrics.md)."""
+    itl_p99_ms: Figure = _NO_FIGURE
+    chunk_gap_p50_ms: Figure = _NO_FIGURE
+    chunk_gap_p99_ms: Figure = _NO_FIGURE
+    tokens_per_chunk_mean: Figure = _NO_FIGURE
+    itl_estimated_requests: int = 0
+    """Requests whose per-chunk token counts were not streamed (ITL split assumed even)."""
+    acceptance_rate_request_weighted: Figure = _NO_FIGURE
+    """Mean over requests of accepted / drafted (per-request stats only), per repeat."""
+    acceptance_length_request_weighted: Figure = _NO_FIGURE
+    goodput: GoodputSummary | None = None
+    """Under the report's SLOs (`--slo`); None when none were given."""
 
     @property
     def level(self) -> float:
@@ -156,6 +206,8 @@ class RunData:
     """Correctness gate: each speculative setting's greedy outputs vs the baseline's (`analysis.gate`)."""
     turns: tuple[TurnSummary, ...] = ()
     """Agentic session replay: per-turn latency and acceptance (`analysis.sessions`)."""
+    slos: tuple[Slo, ...] = ()
+    """The SLOs goodput was computed under (`report --slo`, `tune --slo`); empty: no goodput."""
 
     @property
     def allow_unsafe(self) -> bool:
@@ -255,7 +307,7 @@ def _sum_counters(parts: Sequence[SpecCounters]) -> SpecCounters:
     )
 
 
-def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
+def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = ()) -> CellSummary:
     first = group[0][0]
     metrics = [m for _, m in group]
 
@@ -291,28 +343,43 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]]) -> CellSummary:
         slices=slices,
         spikes=found,
         client_health=tuple(row.client_health for row, _ in group if row.client_health is not None),
+        tpot_p99_ms=fig(lambda m: m.tpot_p99_ms),
+        e2e_p50_ms=fig(lambda m: m.e2e_p50_ms),
+        e2e_p99_ms=fig(lambda m: m.e2e_p99_ms),
+        e2e_tok_s_p50=fig(lambda m: m.e2e_tok_s_p50),
+        itl_p50_ms=fig(lambda m: m.itl_p50_ms),
+        itl_p99_ms=fig(lambda m: m.itl_p99_ms),
+        chunk_gap_p50_ms=fig(lambda m: m.chunk_gap_p50_ms),
+        chunk_gap_p99_ms=fig(lambda m: m.chunk_gap_p99_ms),
+        tokens_per_chunk_mean=fig(lambda m: m.tokens_per_chunk_mean),
+        itl_estimated_requests=sum(m.itl_estimated_requests for m in metrics),
+        acceptance_rate_request_weighted=fig(lambda m: m.request_acceptance_rate_request_weighted),
+        acceptance_length_request_weighted=fig(lambda m: m.acceptance_length_request_weighted),
+        goodput=GoodputSummary(tuple(window_goodput(row.requests, slos) for row, _ in group)) if slos else None,
     )
 
 
-def summarise_cells(rows: Sequence[CellRow]) -> list[CellSummary]:
-    """Group stored repeats by (setting, workload, concurrency, rate) and summarise each group."""
+def summarise_cells(rows: Sequence[CellRow], slos: Sequence[Slo] = ()) -> list[CellSummary]:
+    """Group stored repeats by (setting, workload, concurrency, rate) and summarise each group (with
+    goodput under `slos` when given)."""
     groups: dict[tuple[str, str, int, float], list[tuple[CellRow, CellMetrics]]] = defaultdict(list)
     for row in rows:
         if row.requests:
             key = (row.setting_id, row.workload, row.concurrency, row.request_rate or 0.0)
             groups[key].append((row, cell_metrics(row.requests)))
-    return [_summarise(sorted(g, key=lambda x: x[0].repeat)) for _, g in sorted(groups.items())]
+    return [_summarise(sorted(g, key=lambda x: x[0].repeat), slos) for _, g in sorted(groups.items())]
 
 
-def load_run(store: Store, run_id: str) -> RunData:
-    """Read a run and summarise its cells (the store is the only input)."""
+def load_run(store: Store, run_id: str, slos: Sequence[Slo] = ()) -> RunData:
+    """Read a run and summarise its cells (the store is the only input); goodput under `slos` if given."""
     run = store.run(run_id)
     settings = tuple(store.settings(run_id))
     rows = store.cells(run_id)
     baseline = next((s.name for s in settings if not s.speculative), None)
     tolerance = float(run.config.get("divergence_tolerance", DEFAULT_TOLERANCE))
     gate = tuple(correctness_gate(rows, baseline, tolerance))
-    return RunData(run, settings, tuple(summarise_cells(rows)), gate, tuple(turn_summaries(rows)))
+    cells = tuple(summarise_cells(rows, slos))
+    return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos))
 
 
 def figure_json(fig: Figure) -> dict[str, Any]:
@@ -328,4 +395,13 @@ def figure_json(fig: Figure) -> dict[str, Any]:
     }
 
 
-__all__ = ["NOISY_SPREAD", "CellSummary", "Figure", "RunData", "figure_json", "load_run", "summarise_cells"]
+__all__ = [
+    "NOISY_SPREAD",
+    "CellSummary",
+    "Figure",
+    "GoodputSummary",
+    "RunData",
+    "figure_json",
+    "load_run",
+    "summarise_cells",
+]

@@ -99,9 +99,7 @@ def _workload_tables(data: RunData) -> list[Table]:
     if not data.multi_workload:
         return all_tables(data)
     return [
-        replace(t, title=f"{t.title} - workload {workload}")
-        for workload, view in data.workload_views()
-        for t in all_tables(view)
+        replace(t, title=f"{workload}: {t.title}") for workload, view in data.workload_views() for t in all_tables(view)
     ]
 
 

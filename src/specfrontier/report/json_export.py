@@ -62,6 +62,30 @@ class CellExport(_Export):
         description="Per repeat: client event-loop lag p50/p99/max (ms), CPU share of a core per worker, "
         "reads, events, workers, saturated and why."
     )
+    tpot_p99_ms: float | None = Field(description="Median over repeats of p99 TPOT (ms).")
+    e2e_p50_ms: float | None = Field(description="Median over repeats of p50 end-to-end latency (ms).")
+    e2e_p99_ms: float | None = Field(description="Median over repeats of p99 end-to-end latency (ms).")
+    e2e_tok_s_p50: float | None = Field(description="Median over repeats of p50 completion tokens / E2E per request.")
+    itl_p50_ms: float | None = Field(
+        description="Median over repeats of p50 per-token ITL (chunk gap split over its tokens; token-weighted)."
+    )
+    itl_p99_ms: float | None = Field(description="Median over repeats of p99 per-token ITL (ms).")
+    itl_estimated_requests: int = Field(
+        description="Requests without streamed per-chunk token counts: ITL split assumed (1 token first, even rest)."
+    )
+    chunk_gap_p50_ms: float | None = Field(description="Median over repeats of p50 raw inter-chunk gap (ms).")
+    chunk_gap_p99_ms: float | None = Field(description="Median over repeats of p99 raw inter-chunk gap (ms).")
+    tokens_per_chunk_mean: float | None = Field(description="Median over repeats of output tokens / content chunks.")
+    acceptance_rate_request_weighted: float | None = Field(
+        description="Median over repeats of the mean per-request accepted / drafted (per-request stats only)."
+    )
+    acceptance_length_request_weighted: float | None = Field(
+        description="Median over repeats of the mean per-request 1 + accepted / verify steps."
+    )
+    goodput: dict[str, Any] | None = Field(
+        description="Under the report's SLOs (None without --slo): goodput req/s and tok/s, good fraction "
+        "(medians over repeats, spread), slo_met, and per SLO the observed percentile and whether it was met."
+    )
     spread: dict[str, dict[str, Any]] = Field(
         description="Per figure over repeats: median, min, max, MAD, relative MAD, 95% bootstrap CI of the median."
     )
@@ -95,13 +119,48 @@ def _cell(data: RunData, c: CellSummary) -> CellExport:
         noisy=c.noisy,
         client_saturated=c.client_saturated,
         client_health=list(c.client_health),
+        tpot_p99_ms=c.tpot_p99_ms.median,
+        e2e_p50_ms=c.e2e_p50_ms.median,
+        e2e_p99_ms=c.e2e_p99_ms.median,
+        e2e_tok_s_p50=c.e2e_tok_s_p50.median,
+        itl_p50_ms=c.itl_p50_ms.median,
+        itl_p99_ms=c.itl_p99_ms.median,
+        itl_estimated_requests=c.itl_estimated_requests,
+        chunk_gap_p50_ms=c.chunk_gap_p50_ms.median,
+        chunk_gap_p99_ms=c.chunk_gap_p99_ms.median,
+        tokens_per_chunk_mean=c.tokens_per_chunk_mean.median,
+        acceptance_rate_request_weighted=c.acceptance_rate_request_weighted.median,
+        acceptance_length_request_weighted=c.acceptance_length_request_weighted.median,
+        goodput=_goodput(c),
         spread={
             "per_request_tok_s_p50": figure_json(c.per_request_tok_s_p50),
             "aggregate_tok_s": figure_json(c.aggregate_tok_s),
             "ttft_p50_ms": figure_json(c.ttft_p50_ms),
             "tpot_p50_ms": figure_json(c.tpot_p50_ms),
+            "itl_p50_ms": figure_json(c.itl_p50_ms),
+            "e2e_p50_ms": figure_json(c.e2e_p50_ms),
         },
     )
+
+
+def _goodput(c: CellSummary) -> dict[str, Any] | None:
+    g = c.goodput
+    if g is None:
+        return None
+    keys = sorted({ch.slo.key for w in g.windows for ch in w.checks})
+    return {
+        "goodput_req_s": figure_json(g.goodput_req_s),
+        "goodput_tok_s": figure_json(g.goodput_tok_s),
+        "good_fraction": figure_json(g.good_fraction),
+        "slo_met": g.slo_met,
+        "slos": {
+            key: {
+                "observed_ms": figure_json(g.observed(key)),
+                "met_every_repeat": all(ch.met for w in g.windows for ch in w.checks if ch.slo.key == key),
+            }
+            for key in keys
+        },
+    }
 
 
 DEFINITIONS = {
@@ -124,6 +183,17 @@ DEFINITIONS = {
     "the load (p50/p99/max), client CPU = process CPU time / window per worker; saturated when lag p99 > 5 ms "
     "or CPU > 90% of a core in any worker",
     "first_request": "TTFT and e2e of the very first request on a freshly launched server, before warmup",
+    "itl_ms": "per token: each gap between content chunks split evenly over the tokens of the later chunk; "
+    "token-weighted inverted-CDF percentiles; the first chunk's tokens belong to the TTFT",
+    "chunk_gap_ms": "raw time between consecutive content chunks of a request (burstiness, not per token)",
+    "e2e_tok_s": "completion tokens / (end - send) per request (per-user speed including the TTFT)",
+    "acceptance_weighting": "token-weighted = sums then ratio (acceptance_rate/length); request-weighted = mean "
+    "of per-request ratios (from per-request stats only)",
+    "goodput": "per request: ok and within every SLO threshold; goodput = good requests (tokens) / window; "
+    "good_fraction = good / all requests (errors are misses). Per cell: the SLO's percentile over all requests "
+    "with failed ones as infinitely slow, met when <= the threshold",
+    "noise_and_ties": "noisy = aggregate tok/s MAD > 10% of the median over repeats; a difference is a tie when "
+    "the seeded bootstrap 95% intervals of the medians overlap or the medians are within 1%",
 }
 
 
@@ -146,6 +216,10 @@ def report_json(data: RunData) -> dict[str, Any]:
             "simulated": bool(run.environment.get("simulated")),
         },
         "definitions": DEFINITIONS,
+        "slo": [
+            {"key": s.key, "metric": s.metric, "percentile": s.percentile, "threshold_ms": s.threshold_ms}
+            for s in data.slos
+        ],
         "settings": [
             {
                 "name": s.name,

@@ -228,7 +228,9 @@ def flag_lines(data: RunData) -> list[str]:
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
                 f"< 80% of {c.concurrency}"
             )
-    return lines
+    from specfrontier.report.metric_tables import acceptance_flag_lines  # builds on this module's Table
+
+    return lines + acceptance_flag_lines(data)
 
 
 def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
@@ -299,6 +301,13 @@ def all_tables(data: RunData) -> list[Table]:
     if sp is not None:
         tables.append(sp)
     tables += [settings_table(data), best_table(data)]
+    # Imported here: metric_tables builds on this module's Table.
+    from specfrontier.report.metric_tables import goodput_table, latency_table
+
+    tables.append(latency_table(data))
+    goodput = goodput_table(data)
+    if goodput is not None:
+        tables.append(goodput)
     return tables
 
 

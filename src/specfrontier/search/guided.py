@@ -7,9 +7,9 @@
    ladder's depths up to `search.max_depth`;
 3. per target level, with m the best measured setting there (the objective's median over repeats):
    - measure the unmeasured candidate with the highest prediction if it is predicted to beat m by more
-     than `search.min_gain`;
+     than the noise: the model's own error (its leave-one-out RMS) and at least `search.min_gain`;
    - else measure m's unmeasured ladder neighbours (one depth shallower and deeper), unless the model
-     predicts one below m by more than its own error (its leave-one-out RMS, at least `min_gain`);
+     predicts one below m by more than that noise;
 4. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
    beyond the noise, and the neighbours the model cannot rule out have been measured.
 
@@ -139,7 +139,7 @@ class GuidedStrategy:
         if not predicted:
             return None
         top = max(predicted, key=lambda n: predicted[n])
-        if predicted[top] <= value * (1.0 + self.search.min_gain):
+        if predicted[top] <= value * (1.0 + self._band()):
             return None
         return Proposal(
             self.candidates[top],
@@ -155,10 +155,11 @@ class GuidedStrategy:
             names = [ladder.setting_at(ladder.listed_depths[0]).name for ladder in self.ladders]
         else:
             names = []
-        for name in names:
-            if name in attempted:
-                continue
-            predicted = self._predict(name, c)
+        ranked = sorted(
+            ((n, self._predict(n, c)) for n in names if n not in attempted),
+            key=lambda item: -(item[1] if item[1] is not None else float("inf")),
+        )  # the more promising neighbour first
+        for name, predicted in ranked:
             if predicted is not None and predicted < value * (1.0 - self._band()):
                 continue  # the model rules it out beyond its own error
             shown = f"predicted {predicted:.1f}" if predicted is not None else "no prediction"

@@ -104,3 +104,11 @@ def test_reports_show_the_bias_table_and_the_best_setting_change(data: RunData) 
     assert bias["settings"][0]["acceptance_kept"] == pytest.approx(0.5)
     assert {b["level"]: b["changed"] for b in bias["best_setting"]} == {1: False, 4: True}
     assert doc["correctness_gate"]["unsafe"] == []
+
+
+def test_html_report_ranks_per_workload_and_shows_the_bias(data: RunData) -> None:
+    from specfrontier.report.html import report_html
+
+    page = report_html(data)
+    assert "humaneval@greedy: Aggregate tok/s" in page and "synthetic-greedy@greedy: Aggregate tok/s" in page
+    assert "Optimism bias: best case synthetic-greedy@greedy" in page

@@ -81,7 +81,7 @@ def test_pareto_labels_frontier_points_and_crossover_map_per_workload(page: str)
     crossover = page.split('id="crossover-map"')[1].split("</section>")[0]
     assert "builtin:cpu-mix|t=0.0" in crossover and "chat.jsonl|t=0.7" in crossover
     # decisions rank settings within one workload: tables and recommendations come per workload
-    assert "Aggregate tok/s - workload builtin:cpu-mix|t=0.0|max=32|eos=natural" in page
+    assert "builtin:cpu-mix|t=0.0|max=32|eos=natural: Aggregate tok/s" in page
     recommendation = page.split('id="recommendation"')[1].split("</section>")[0]
     assert "workload chat.jsonl|t=0.7|max=32|eos=natural: C = " in recommendation
     acceptance = page.split('id="acceptance"')[1].split("</section>")[0]
