@@ -665,7 +665,9 @@ def render(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Our client vs GuideLLM on a deterministic-schedule server.")
-    parser.add_argument("--quick", action="store_true", help="fewer requests (a smoke run; not for the docs)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer requests (a smoke run; not written to the docs unless --docs)"
+    )
     parser.add_argument("--ours-only", action="store_true", help="skip GuideLLM (its columns stay empty)")
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--client-cpu", type=int, default=1)
@@ -755,7 +757,9 @@ def main(argv: list[str] | None = None) -> None:
     print("\n" + text)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     print(f"raw results: {out_dir}")
-    if not args.no_docs:
+    if args.quick and args.docs is None and not args.no_docs:
+        print("--quick results are a smoke run: not written to the docs (give --docs FILE to write them)")
+    elif not args.no_docs:
         docs = args.docs or (REPO / "docs" / "metrics.md" if (REPO / "docs" / "metrics.md").is_file() else None)
         docs = docs or REPO / "docs" / "client-fidelity.md"
         current = docs.read_text() if docs.is_file() else "# Client fidelity\n"

@@ -85,12 +85,14 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     console.print(front)
     for d in plan.depth:
         steps = ", ".join(f"C={c}: s={s} (B={p.batch}, cap {p.capacity or '-'})" for c, s, p in d.by_concurrency)
-        console.print(f"capacity-aware depth [{escape(d.family)}]: {steps}")
-        console.print(
-            f"  -> size the server for max depth {d.max_depth} at peak C={d.peak_concurrency}: engines reserve "
-            "state for the maximum depth, so a deeper s_max costs running slots even when adaptive "
-            "speculation uses fewer steps"
+        console.print(f"capacity-aware depth {escape(f'[{d.family}]')}: {steps}")
+        why = (
+            "engines reserve state for the maximum depth, so a deeper s_max costs running slots even when "
+            "adaptive speculation uses fewer steps"
+            if plan.model.capacity_law.kind == "hybrid-state"
+            else "capacity does not depend on depth here, so this is the best predicted depth at the peak"
         )
+        console.print(f"  -> size the server for max depth {d.max_depth} at peak C={d.peak_concurrency}: {why}")
 
 
 def run_plan(run_id: str, *, store_path: Path, fit_only: str | None, as_json: bool, console: Console) -> None:

@@ -34,6 +34,11 @@ from dataclasses import dataclass
 from specfrontier.store import CellRow
 
 DEFAULT_TOLERANCE = 0.1
+MIN_DIVERGED_PROMPTS = 2
+"""Unsafe needs differences on at least this many distinct prompts: the repeats of one prompt at
+temperature 0 are one piece of evidence, not several, and a single prompt whose first tokens are a
+near-tie can flip under batching (measured: one IFBench prompt at C = 4 gave three different greedy
+texts over three runs of the baseline), while a broken setting changes many prompts."""
 
 
 def is_greedy_workload(key: str) -> bool:
@@ -65,6 +70,8 @@ class GateResult:
     """The baseline's own requests that differ from its reference (the noise floor)."""
     tolerance: float
     examples: tuple[Divergence, ...] = ()
+    diverged_prompts: int = 0
+    """Distinct prompts with at least one differing request."""
 
     @property
     def divergence_rate(self) -> float | None:
@@ -77,7 +84,7 @@ class GateResult:
     @property
     def unsafe(self) -> bool:
         rate = self.divergence_rate
-        return rate is not None and rate > self.tolerance
+        return rate is not None and rate > self.tolerance and self.diverged_prompts >= MIN_DIVERGED_PROMPTS
 
 
 def _first_diff(a: str, b: str) -> int:
@@ -103,7 +110,7 @@ def correctness_gate(
         if not is_greedy_workload(row.workload):
             continue
         for r in row.requests:
-            if r.ok:
+            if r.ok and r.output_text:  # no text (a simulator, a failed stream): nothing to compare
                 outputs[(row.setting_id, row.workload, _level(row), r.prompt_id)].append(r.output_text)
     reference = {
         (w, lv, p): Counter(texts).most_common(1)[0][0] for (s, w, lv, p), texts in outputs.items() if s == baseline
@@ -115,6 +122,7 @@ def correctness_gate(
     base_stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     stats: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     found: dict[tuple[str, str], list[Divergence]] = defaultdict(list)
+    prompts_hit: dict[tuple[str, str], set[str]] = defaultdict(set)
     for (s, w, lv, p), texts in sorted(outputs.items()):
         ref = reference.get((w, lv, p))
         if ref is None:
@@ -127,11 +135,14 @@ def correctness_gate(
             stats[(s, w)][0] += 1
             if text not in allowed[(w, p)]:
                 stats[(s, w)][1] += 1
+                prompts_hit[(s, w)].add(p)
                 if len(found[(s, w)]) < examples:
                     at = _first_diff(ref, text)
                     found[(s, w)].append(Divergence(p, lv, at, _excerpt(ref, at), _excerpt(text, at)))
     return [
-        GateResult(s, w, n, d, base_stats[w][0], base_stats[w][1], tolerance, tuple(found[(s, w)]))
+        GateResult(
+            s, w, n, d, base_stats[w][0], base_stats[w][1], tolerance, tuple(found[(s, w)]), len(prompts_hit[(s, w)])
+        )
         for (s, w), (n, d) in sorted(stats.items())
     ]
 
@@ -143,6 +154,7 @@ def unsafe_settings(results: Sequence[GateResult]) -> frozenset[str]:
 
 __all__ = [
     "DEFAULT_TOLERANCE",
+    "MIN_DIVERGED_PROMPTS",
     "Divergence",
     "GateResult",
     "correctness_gate",

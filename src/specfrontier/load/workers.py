@@ -169,7 +169,10 @@ async def monitored(client: StreamingClient, load: Awaitable[T]) -> tuple[T, Cli
 
 
 def _die_with_parent() -> None:
-    """A worker whose parent was killed (SIGKILL: no cleanup ran) must not keep loading the server."""
+    """A worker whose parent was killed (SIGKILL: no cleanup ran) must not keep loading the server.
+
+    PR_SET_PDEATHSIG fires when the *thread* that started the child exits; `_run_in_workers` joins its
+    workers before it returns, so that thread outlives them on every normal path."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 

@@ -9,12 +9,13 @@ branching from `eagle_topk`/`topk`; verified tokens from `num_draft_tokens`; the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from specfrontier.analysis.summary import RunData
 from specfrontier.errors import ConfigError
 from specfrontier.model.types import ModelCell, SettingParams
+from specfrontier.store import CellRow
 
 DEPTH_KEYS = ("num_steps", "num_speculative_tokens", "draft_n_max", "steps")
 FAMILY_KEYS = ("algorithm", "method", "spec_type", "family")
@@ -57,9 +58,10 @@ def setting_params(params: Mapping[str, Any], *, where: str = "setting") -> Sett
     )
 
 
-def cells_from_run(data: RunData) -> list[ModelCell]:
+def cells_from_run(data: RunData, output_tokens: Mapping[tuple[str, int], float] | None = None) -> list[ModelCell]:
     """One ModelCell per closed-loop cell of a stored run (medians over repeats; open-loop cells are skipped,
-    the model is closed-loop). Noisy and client-limited cells are kept and flagged."""
+    the model is closed-loop). Noisy and client-limited cells are kept and flagged. `output_tokens`:
+    mean output tokens per request by (setting, C), see `output_tokens_by_cell`."""
     out = []
     for cell in data.cells:
         if cell.request_rate is not None:
@@ -81,9 +83,24 @@ def cells_from_run(data: RunData) -> list[ModelCell]:
                 acceptance_length=counters.acceptance_length if counters and params.speculative else None,
                 acceptance_per_position=counters.per_position_rate if counters and params.speculative else (),
                 flags=flags,
+                output_tokens=(output_tokens or {}).get((cell.setting, cell.concurrency)),
             )
         )
     return out
 
 
-__all__ = ["DEPTH_KEYS", "FAMILY_KEYS", "cells_from_run", "setting_params"]
+def output_tokens_by_cell(rows: Sequence[CellRow]) -> dict[tuple[str, int], float]:
+    """Mean server-reported output tokens per ok request, by (setting, C), over a cell's closed-loop repeats."""
+    sums: dict[tuple[str, int], list[int]] = {}
+    for row in rows:
+        if row.request_rate is not None:
+            continue
+        acc = sums.setdefault((row.setting_id, row.concurrency), [0, 0])
+        for r in row.requests:
+            if r.ok and r.completion_tokens:
+                acc[0] += r.completion_tokens
+                acc[1] += 1
+    return {key: total / n for key, (total, n) in sums.items() if n}
+
+
+__all__ = ["DEPTH_KEYS", "FAMILY_KEYS", "cells_from_run", "output_tokens_by_cell", "setting_params"]

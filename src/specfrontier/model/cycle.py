@@ -32,11 +32,16 @@ RIDGE_GRID = (8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
 
 @dataclass(frozen=True, slots=True)
 class CycleObservation:
-    """A cycle time derived from a measured figure: T_obs = 1000 * tau / v (ms) at B running requests."""
+    """A cycle time derived from a measured figure: T_obs = 1000 * tau / v (ms) at B running requests.
+
+    From an aggregate figure with known output tokens L per request, `cycle_ms` is 1000 * B * tau / X,
+    which also holds the turnaround overhead O(B) = h0 + h1 * B (ms per request) spread over the request's
+    L / tau cycles: 1000 * B * tau / X = T + (tau / L) * O(B). `overhead_per_token` is tau / L (0: none)."""
 
     batch: int
     params: SettingParams
     cycle_ms: float
+    overhead_per_token: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +54,14 @@ class CycleModel:
     coefficients: tuple[float, ...]
 
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
+        """T(B, setting) in ms (decode only: the overhead terms are left out)."""
         row = features(self.form, self.shape, self.families, batch, params)
-        return float(row @ np.asarray(self.coefficients))
+        return float(row @ np.asarray(self.coefficients[: row.size]))
+
+    def overhead_ms(self, batch: int) -> float:
+        """O(B): per-request turnaround overhead in ms (TTFT, prefill, client gap), 0 when not fitted."""
+        h0, h1 = self.coefficients[-2:]
+        return h0 + h1 * batch
 
     def terms(self) -> dict[str, float]:
         """Coefficient per named term, for reports."""
@@ -64,7 +75,11 @@ def term_names(form: str, families: Sequence[str]) -> list[str]:
     names += {"dense": ["verify_token_ms"], "moe": ["expert_coverage_ms", "verify_token_ms"]}.get(
         form, ["compute_token_ms"]
     )
-    return names
+    return [*names, *OVERHEAD_TERMS]
+
+
+OVERHEAD_TERMS = ("request_overhead_ms", "request_overhead_per_running_ms")
+"""h0, h1 of the per-request turnaround overhead O(B) = h0 + h1 * B (only aggregate figures see it)."""
 
 
 def features(form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams) -> Matrix:
@@ -137,7 +152,18 @@ def fit_form(
     form: str, shape: float | None, families: Sequence[str], observations: Sequence[CycleObservation]
 ) -> tuple[CycleModel, float]:
     """Fit one form with a fixed shape; returns the model and its RMS relative residual on `observations`."""
-    rows = np.vstack([features(form, shape, families, o.batch, o.params) / o.cycle_ms for o in observations])
+    rows = np.vstack(
+        [
+            np.concatenate(
+                [
+                    features(form, shape, families, o.batch, o.params),
+                    [o.overhead_per_token, o.overhead_per_token * o.batch],
+                ]
+            )
+            / o.cycle_ms
+            for o in observations
+        ]
+    )
     coef = nnls(rows, np.ones(len(observations)))
     resid = rows @ coef - 1.0
     rms = float(np.sqrt(np.mean(resid**2)))
@@ -146,6 +172,7 @@ def fit_form(
 
 __all__ = [
     "FORMS",
+    "OVERHEAD_TERMS",
     "CycleModel",
     "CycleObservation",
     "features",

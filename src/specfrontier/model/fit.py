@@ -49,6 +49,8 @@ class FittedModel:
     """Per form: RMS relative leave-one-cell-out error (None: too few cells to hold one out)."""
     cells: int = 0
     rho: float | None = None
+    output_tokens: float | None = None
+    """Mean output tokens per request of the fitted cells: the L used for predicted aggregates."""
 
     @property
     def form(self) -> str:
@@ -99,6 +101,10 @@ class FittedModel:
             raise ConfigError(f"model: cycle time at B={batch} is {cycle:.3g} ms; fix: fit on more cells")
         per_request = 1000.0 * tau / cycle
         aggregate = batch * per_request
+        if self.output_tokens:
+            # L tokens take L / v seconds of decoding plus the turnaround overhead O(B) per request.
+            overhead_s = self.cycle.overhead_ms(batch) / 1000.0
+            aggregate = batch * self.output_tokens / (overhead_s + self.output_tokens / per_request)
         half = self.interval_halfwidth
         return Prediction(
             concurrency=concurrency,
@@ -148,9 +154,10 @@ class _Context:
         for f in self.free:
             assert alpha is not None
             acceptance[f] = FamilyAcceptance.constant(alpha, "fitted from throughput (no acceptance measured)")
+        lengths = [c.output_tokens for c in self.cells if c.output_tokens]
         return FittedModel(
             cycle, acceptance, self.law, self.measured_tau, self.measured_capacity, train_rms, cells=len(self.cells),
-            rho=rho,
+            rho=rho, output_tokens=sum(lengths) / len(lengths) if lengths else None,
         )  # fmt: skip
 
 
@@ -186,7 +193,8 @@ def _observations(ctx: _Context, alpha: float | None, cells: Sequence[ModelCell]
         if c.per_request_tok_s is not None:
             out.append(CycleObservation(batch, c.params, 1000.0 * tau / c.per_request_tok_s))
         if c.aggregate_tok_s is not None:
-            out.append(CycleObservation(batch, c.params, 1000.0 * batch * tau / c.aggregate_tok_s))
+            per_token = tau / c.output_tokens if c.output_tokens else 0.0
+            out.append(CycleObservation(batch, c.params, 1000.0 * batch * tau / c.aggregate_tok_s, per_token))
     return out
 
 
@@ -298,8 +306,10 @@ def fit_model(
     loo = {form: fit[1] for form, fit in fits.items()}
 
     def rank(form: str) -> tuple[float, int]:
+        # Each extra form must beat the simpler ones by more than 1 % of their error: a tie (e.g. the MoE
+        # term at rho -> 0, which is linear in B*D like the dense term) keeps the simpler form.
         score = loo[form]
-        return (math.inf if score is None else score, FORMS.index(form))
+        return (math.inf if score is None else score * (1 + 0.01 * FORMS.index(form)), FORMS.index(form))
 
     chosen = min(forms, key=rank)
     model = fits[chosen][0]
@@ -314,6 +324,7 @@ def fit_model(
         loo,
         len(usable),
         rho,
+        model.output_tokens,
     )
 
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specfrontier.analysis.summary import load_run
+from specfrontier.analysis.summary import RunData, summarise_cells
 from specfrontier.errors import ConfigError
-from specfrontier.model.cells import cells_from_run, setting_params
+from specfrontier.model.cells import cells_from_run, output_tokens_by_cell, setting_params
 from specfrontier.model.fit import FittedModel, fit_model
 from specfrontier.model.types import ModelCell, Prediction, SettingParams
 from specfrontier.store import Store
@@ -60,9 +60,10 @@ def run_cells(store: Store, run_id: str) -> RunCells:
             for c in imported
         )
         return RunCells(run_id, run.engine, "imported", cells, rho)
-    data = load_run(store, run_id)
+    rows = store.cells(run_id)  # read once: summaries and output lengths come from the same rows
+    data = RunData(run, tuple(store.settings(run_id)), tuple(summarise_cells(rows)))
     kind = "simulated" if run.environment.get("simulated") else "measured"
-    return RunCells(run_id, run.engine, kind, tuple(cells_from_run(data)), rho)
+    return RunCells(run_id, run.engine, kind, tuple(cells_from_run(data, output_tokens_by_cell(rows))), rho)
 
 
 def _rho(config: dict[str, Any], environment: dict[str, Any]) -> float | None:
@@ -168,6 +169,11 @@ def levels(cells: Sequence[ModelCell]) -> list[int]:
 
 def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = None, rho: float | None = None) -> Plan:
     """Fit on `cells` (or only the named settings') and predict every cell, the frontier and the depth."""
+    if not cells:
+        raise ConfigError(
+            "plan: the run has no closed-loop cells (open-loop cells are not modelled); "
+            "fix: plan a run measured at concurrency levels (load.mode: closed)"
+        )
     names = list(dict.fromkeys(c.setting for c in cells))
     if fit_only:
         missing = [n for n in fit_only if n not in names]

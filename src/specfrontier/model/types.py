@@ -72,6 +72,9 @@ class ModelCell:
     acceptance_per_position: tuple[float, ...] = ()
     flags: tuple[str, ...] = ()
     """Why a figure is doubtful (noisy repeats, client-limited): shown next to the cell, not hidden."""
+    output_tokens: float | None = None
+    """Mean output tokens per request. With it, an aggregate figure also fits the per-request turnaround
+    overhead (TTFT, prefill, client gap) that a decode-only model misses; without it that term is 0."""
 
 
 @dataclass(frozen=True, slots=True)

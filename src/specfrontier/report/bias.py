@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from specfrontier.analysis.bias import OptimismBias, optimism_bias
-from specfrontier.analysis.gate import GateResult
+from specfrontier.analysis.gate import MIN_DIVERGED_PROMPTS, GateResult
 from specfrontier.analysis.summary import RunData
 from specfrontier.report.tables import Table
 
@@ -94,7 +94,7 @@ def gate_table(data: RunData) -> Table | None:
             [
                 g.setting,
                 g.workload,
-                f"{g.diverged}/{g.compared}",
+                f"{g.diverged}/{g.compared} ({g.diverged_prompts} prompts)",
                 _pct(g.divergence_rate),
                 _pct(g.baseline_rate),
                 verdict,
@@ -118,8 +118,9 @@ def gate_table(data: RunData) -> Table | None:
             "differ = requests whose output text matches none of the baseline's outputs for the same prompt and "
             "workload (any level, any repeat); baseline self = the baseline's requests that differ from its own "
             "most common output at that level (the noise floor of batch-shape numerics).",
-            f"unsafe = rate > divergence_tolerance = {tolerance:.0%} (engines do not promise bit-exact greedy "
-            f"outputs across batch shapes; a broken setting differs on most requests); {effect}.",
+            f"unsafe = rate > divergence_tolerance = {tolerance:.0%} and at least {MIN_DIVERGED_PROMPTS} distinct "
+            "prompts differ (engines do not promise bit-exact greedy outputs across batch shapes, and one prompt "
+            f"may be a near-tie; a broken setting differs on most prompts); {effect}.",
         ],
     )
 
@@ -204,6 +205,7 @@ def _gate_entry(g: GateResult) -> dict[str, Any]:
         "workload": g.workload,
         "compared": g.compared,
         "diverged": g.diverged,
+        "diverged_prompts": g.diverged_prompts,
         "divergence_rate": g.divergence_rate,
         "baseline_compared": g.baseline_compared,
         "baseline_diverged": g.baseline_diverged,

@@ -55,7 +55,10 @@ def test_tolerance_allows_rare_differences_and_any_baseline_output_counts_as_saf
     ]
     (result,) = correctness_gate(rows, "baseline", 0.1)
     assert (result.diverged, result.compared, result.unsafe) == (1, 20, False)
-    assert correctness_gate(rows, "baseline", 0.0)[0].unsafe
+    strict = correctness_gate(rows, "baseline", 0.0)[0]
+    assert not strict.unsafe and strict.diverged_prompts == 1  # one prompt: possibly one near-tie token
+    rows.append(_row("ngram", "w@greedy", 1, 1, {**TEXTS, "p1": broken["p1"]}))
+    assert correctness_gate(rows, "baseline", 0.0)[0].unsafe  # two distinct prompts differ
 
 
 def test_sampled_workloads_and_failed_requests_are_not_compared() -> None:

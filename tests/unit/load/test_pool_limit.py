@@ -45,7 +45,7 @@ class HoldingServer:
             self.all_open.set()
         # A capped client never reaches the target: release after a deadline so the test fails fast.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.all_open.wait(), timeout=10.0)
+            await asyncio.wait_for(self.all_open.wait(), timeout=30.0)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}

@@ -145,3 +145,22 @@ def test_unfittable_inputs_raise_config_errors_naming_the_fix() -> None:
         model.predict(SettingParams(steps=3, family="ngram"), 1)
     with pytest.raises(ConfigError, match="concurrency"):
         model.predict(SettingParams(), 0)
+
+
+def test_turnaround_overhead_is_fitted_from_aggregates_with_output_lengths() -> None:
+    # Ground truth: each request also spends O(B) = 200 + 30 * B ms outside decoding (TTFT, prefill, gaps),
+    # so aggregate = B * L / (O + L / v) is well below B * v; per-request decode rates do not see it.
+    length = 64.0
+    cells = []
+    for c in _cells([1, 2, 3], [1, 2, 4, 8]):
+        assert c.per_request_tok_s is not None
+        b = c.concurrency
+        aggregate = b * length / ((200 + 30 * b) / 1000 + length / c.per_request_tok_s)
+        cells.append(dataclasses.replace(c, aggregate_tok_s=aggregate, output_tokens=length, capacity=None))
+    model = fit_model(cells, forms=("dense",))
+    assert model.cycle.overhead_ms(4) == pytest.approx(200 + 30 * 4, rel=0.02)
+    target = SettingParams(steps=4, family="EAGLE3")
+    v = 1000 * chain_tau(RATES[:4]) / _truth_cycle_ms(6, target, moe=False)
+    got = model.predict(target, 6)
+    assert got.per_request_tok_s == pytest.approx(v, rel=0.01)
+    assert got.aggregate_tok_s == pytest.approx(6 * length / ((200 + 180) / 1000 + length / v), rel=0.01)

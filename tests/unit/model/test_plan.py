@@ -124,3 +124,8 @@ def test_report_on_an_imported_run_points_to_plan(
     store.close()
     code, _, err = _cli(monkeypatch, capsys, "report", run_id, "--store", str(tmp_path / "s.db"))
     assert code == 2 and f"fix: `specfrontier plan {run_id}`" in err
+
+
+def test_a_run_without_closed_loop_cells_is_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match=r"no closed-loop cells .*fix: plan a run measured at concurrency"):
+        make_plan([])
