@@ -75,7 +75,7 @@ def _config(case: Case, search: SearchConfig) -> SGLangTuneConfig:
     settings = [SGLangSetting(name="no-spec")]
     settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in STEPS]
     return SGLangTuneConfig(
-        engine=SimEngine(workload_class=case.workload, min_requests=96),
+        engine=SimEngine(workload_class=case.workload),
         settings=tuple(settings),
         concurrency=LEVELS,
         repeats=3,
