@@ -46,6 +46,8 @@ def test_draft_length_reads_each_engines_parameter() -> None:
     assert draft_length({"num_speculative_tokens": 3}) == 3
     assert draft_length({"num_draft_tokens": 6, "num_steps": 3}) == 6
     assert draft_length({"num_steps": 3}) == 4  # SGLang topk-1 chain: steps + 1
+    assert draft_length({"spec_type": "ngram-simple", "ngram_size_n": 3, "ngram_size_m": 16}) == 16
+    assert draft_length({"ngram_size_m": 16, "draft_n_max": 8}) == 8  # the cap wins
     assert draft_length({"spec_type": "ngram-simple"}) == math.inf  # unknown: assumed the most expensive
 
 
