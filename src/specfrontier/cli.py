@@ -233,7 +233,7 @@ def tune(
         float | None, typer.Option("--time-scale", help="http face: simulated seconds per wall second.")
     ] = None,
     search: Annotated[
-        str | None, typer.Option("--search", help="grid (every listed setting, default) or adaptive.")
+        str | None, typer.Option("--search", help="grid (every listed setting, default), adaptive or guided.")
     ] = None,
     max_launches: Annotated[int | None, typer.Option("--max-launches", help="Search budget: launches.")] = None,
     max_engine_s: Annotated[
