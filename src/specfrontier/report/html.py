@@ -28,7 +28,7 @@ from specfrontier.analysis.frontier import (
     workload_name,
 )
 from specfrontier.report import plots
-from specfrontier.report.bias import workload_tables
+from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.json_export import DEFINITIONS
 from specfrontier.report.tables import (
     SIMULATED_NOTE,
@@ -320,6 +320,7 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
         "pareto": pareto,
         "frontier_table": _frontier_table(data),
         "crossover_map": _crossover_map_table(data),
+        "best_changes": best_change_lines(data),
         "tables": _workload_tables(data) + workload_tables(data),
         "acceptance": acceptance,
         "acceptance_plot": _plot(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -112,3 +113,7 @@ def test_html_report_ranks_per_workload_and_shows_the_bias(data: RunData) -> Non
     page = report_html(data)
     assert "humaneval@greedy: Aggregate tok/s" in page and "synthetic-greedy@greedy: Aggregate tok/s" in page
     assert "Optimism bias: best case synthetic-greedy@greedy" in page
+    from specfrontier.report.bias import best_change_lines
+
+    changes = best_change_lines(data)
+    assert changes and all(html.escape(line, quote=False) in page for line in changes)  # the best-setting moves
