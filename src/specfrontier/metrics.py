@@ -128,18 +128,19 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: fl
     """
     if len(values) != len(weights):
         raise ValueError(f"weighted_percentile: {len(values)} values but {len(weights)} weights")
-    pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
-    if not pairs:
+    # numpy, not a Python loop: a long cell has millions of token gaps and this runs per percentile.
+    value_array = np.asarray(values, dtype=np.float64)
+    weight_array = np.asarray(weights, dtype=np.float64)
+    keep = weight_array > 0
+    if not keep.any():
         return None
-    total = sum(w for _, w in pairs)
-    target = q / 100.0 * total
-    running = 0.0
-    for value, weight in pairs:
-        running += weight
-        # A relative tolerance: cumulative float sums of fractional weights must not skip a value.
-        if running >= target - 1e-9 * total:
-            return float(value)
-    return float(pairs[-1][0])
+    value_array = value_array[keep]
+    order = np.argsort(value_array, kind="stable")
+    cumulative = np.cumsum(weight_array[keep][order])
+    total = float(cumulative[-1])
+    # A relative tolerance: cumulative float sums of fractional weights must not skip a value.
+    index = int(np.searchsorted(cumulative, q / 100.0 * total - 1e-9 * total, side="left"))
+    return float(value_array[order][min(index, len(order) - 1)])
 
 
 def chunk_token_counts(r: RequestRecord) -> tuple[tuple[float, ...], bool]:
@@ -170,16 +171,15 @@ def token_itl(r: RequestRecord) -> tuple[list[float], list[float], bool]:
     nothing, and its gap is carried over to the next chunk that has tokens, so no time is lost.
     """
     counts, estimated = chunk_token_counts(r)
-    values: list[float] = []
-    weights: list[float] = []
-    last_ns = r.chunk_ns[0] if r.chunk_ns else 0
-    for t_ns, k in zip(r.chunk_ns[1:], counts[1:], strict=True):
-        if k <= 0:
-            continue
-        values.append((t_ns - last_ns) / k / _NS_PER_MS)
-        weights.append(k)
-        last_ns = t_ns
-    return values, weights, estimated
+    if len(r.chunk_ns) < 2:
+        return [], [], estimated
+    times = np.asarray(r.chunk_ns, dtype=np.int64)
+    tokens = np.asarray(counts, dtype=np.float64)
+    carrying = np.flatnonzero(tokens[1:] > 0) + 1  # chunks after the first that carry tokens
+    ends = times[carrying]
+    starts = np.concatenate((times[:1], ends[:-1]))  # a token-less chunk's gap carries over
+    kept = tokens[carrying]
+    return ((ends - starts) / kept / _NS_PER_MS).tolist(), kept.tolist(), estimated
 
 
 def peak_concurrency(records: Sequence[RequestRecord]) -> int:
@@ -229,7 +229,7 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
         e2e_ms.append(e2e_ns / _NS_PER_MS)
         if e2e_ns > 0:
             e2e_tok_s.append(tokens / (e2e_ns / _NS_PER_S))
-        gaps_ms.extend((b - a) / _NS_PER_MS for a, b in zip(r.chunk_ns, r.chunk_ns[1:], strict=False))
+        gaps_ms.extend((np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / _NS_PER_MS).tolist())
         values, weights, estimated = token_itl(r)
         itl_values += values
         itl_weights += weights
