@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,36 @@ async def measure_open_loop(
     waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
     schedule is visible rather than silently turning the load into something else.
     """
+    return await measure_schedule(
+        lambda offsets: run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight),
+        rate=rate,
+        burstiness=burstiness,
+        seed=seed,
+        requests=requests,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+        max_in_flight=max_in_flight,
+    )
+
+
+async def measure_schedule(
+    send: Callable[[tuple[float, ...]], Awaitable[OpenLoopResult]],
+    *,
+    rate: float,
+    burstiness: float,
+    seed: int,
+    requests: int | None,
+    duration_s: float | None,
+    warmup_s: float,
+    cooldown_s: float,
+    max_in_flight: int | None,
+) -> tuple[list[RequestRecord], dict[str, Any]]:
+    """Plan one open-loop cell's schedule, let `send` carry it out, keep the measured requests and the facts.
+
+    One place for the plan and the facts whoever sends (this process, or several client workers), so
+    the stored cell means the same thing either way.
+    """
     offsets, span, chosen = plan_schedule(
         rate,
         burstiness=burstiness,
@@ -194,7 +224,7 @@ async def measure_open_loop(
         warmup_s=warmup_s,
         cooldown_s=cooldown_s,
     )
-    result = await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
+    result = await send(offsets)
     facts = schedule_facts(
         result,
         offsets,
@@ -269,6 +299,7 @@ __all__ = [
     "OpenLoopResult",
     "arrival_offsets",
     "measure_open_loop",
+    "measure_schedule",
     "measured_indices",
     "plan_schedule",
     "run_open_loop",

@@ -44,7 +44,7 @@ from typing import Any, Literal, TypeVar
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
-from specfrontier.load.open_loop import OpenLoopResult, plan_schedule, schedule_facts
+from specfrontier.load.open_loop import OpenLoopResult, measure_schedule
 from specfrontier.load.open_loop import measure_open_loop as measure_open_loop_in_process
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
 
@@ -403,60 +403,54 @@ async def measure_open_loop(
             ),
         )
         return records, {**facts, "client_workers": 1}, health
-    offsets, span, chosen = plan_schedule(
-        rate,
+    if not prompts:
+        raise ValueError("prompts must not be empty")
+    spec = ClientSpec.of(client)
+    results: list[_WorkerResult] = []
+    used = workers
+
+    async def send(offsets: tuple[float, ...]) -> OpenLoopResult:
+        nonlocal used
+        used = min(workers, len(offsets))
+        caps = split_evenly(max_in_flight, used) if max_in_flight is not None else [None] * used
+        if any(c == 0 for c in caps):
+            raise ValueError(
+                f"max_in_flight = {max_in_flight}: fewer than the {used} client workers; "
+                "fix: raise max_in_flight or lower client_workers"
+            )
+        scheduled: list[int] = []
+
+        def jobs() -> list[_OpenJob]:
+            start_ns = time.perf_counter_ns() + _START_LEAD_NS
+            scheduled.extend(start_ns + round(t * 1e9) for t in offsets)
+            return [
+                _OpenJob(
+                    tuple(prompts),
+                    sampling,
+                    tuple(range(k, len(offsets), used)),
+                    tuple(scheduled[k::used]),
+                    caps[k],
+                )
+                for k in range(used)
+            ]
+
+        results.extend(await asyncio.to_thread(_run_in_workers, spec, used, jobs))
+        return OpenLoopResult(
+            tuple(_merge(results, len(offsets))), tuple(scheduled), sum(r.cap_waits for r in results), max_in_flight
+        )
+
+    records, facts = await measure_schedule(
+        send,
+        rate=rate,
         burstiness=burstiness,
         seed=seed,
         requests=requests,
         duration_s=duration_s,
         warmup_s=warmup_s,
         cooldown_s=cooldown_s,
-    )
-    if not prompts:
-        raise ValueError("prompts must not be empty")
-    workers = min(workers, len(offsets))
-    caps = split_evenly(max_in_flight, workers) if max_in_flight is not None else [None] * workers
-    if any(c == 0 for c in caps):
-        raise ValueError(
-            f"max_in_flight = {max_in_flight}: fewer than the {workers} client workers; "
-            "fix: raise max_in_flight or lower client_workers"
-        )
-    spec = ClientSpec.of(client)
-    scheduled: list[int] = []
-
-    def jobs() -> list[_OpenJob]:
-        start_ns = time.perf_counter_ns() + _START_LEAD_NS
-        scheduled.extend(start_ns + round(t * 1e9) for t in offsets)
-        return [
-            _OpenJob(
-                tuple(prompts),
-                sampling,
-                tuple(range(k, len(offsets), workers)),
-                tuple(scheduled[k::workers]),
-                caps[k],
-            )
-            for k in range(workers)
-        ]
-
-    results = await asyncio.to_thread(_run_in_workers, spec, workers, jobs)
-    result = OpenLoopResult(
-        tuple(_merge(results, len(offsets))), tuple(scheduled), sum(r.cap_waits for r in results), max_in_flight
-    )
-    facts = schedule_facts(
-        result,
-        offsets,
-        chosen,
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        span=span,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
         max_in_flight=max_in_flight,
     )
-    facts["client_workers"] = workers
-    health = ClientHealth.of([r.health for r in results])
-    return [result.records[i] for i in chosen], facts, health
+    return records, {**facts, "client_workers": used}, ClientHealth.of([r.health for r in results])
 
 
 __all__ = [
