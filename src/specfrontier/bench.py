@@ -118,6 +118,8 @@ class BenchOptions:
     request_timeout_s: float = 300.0
     client_workers: ClientWorkers = "auto"
     """Client processes per cell: a number or 'auto' (see `specfrontier.load.workers`)."""
+    keep_alive: bool | None = None
+    """Reuse connections between requests; None: as `tune` does for the detected engine (see `keep_alive`)."""
     store: Path = Path("specfrontier.db")
     root: str = field(default="", init=False)
 
@@ -238,6 +240,12 @@ def any_spec_stats(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
     return spec_stats_from_timings(chunk) or spec_stats_from_chunk(chunk)
 
 
+def keep_alive(engine: str) -> bool:
+    """Whether to reuse connections with this engine, as `tune` does (see the adapters' `keep_alive`):
+    not with llama.cpp, which closes the connection after every streamed response."""
+    return engine != "llama.cpp"
+
+
 def request_extras(engine: str) -> dict[str, Any]:
     """Engine-specific body fields, as `tune` sends them (see the adapters' `request_extras`)."""
     if engine == "llama.cpp":
@@ -323,6 +331,7 @@ class Bench:
                 timeout_s=o.request_timeout_s,
                 spec_stats_extractor=any_spec_stats,
                 extra_body=request_extras(self.facts.engine),
+                keep_alive=keep_alive(self.facts.engine) if o.keep_alive is None else o.keep_alive,
             ) as client,
         ):
             top = max(o.concurrency) if o.concurrency else (o.max_in_flight or max(1, math.ceil(max(o.rates))))
@@ -331,7 +340,12 @@ class Bench:
             )
             # Whether the server speculates is known only from what it reports: drafted tokens in warmup.
             speculative = any(r.spec is not None and r.spec.draft_tokens > 0 for r in warm)
-            params = {"url": o.root, "model": self.facts.model, "engine": self.facts.engine}
+            params = {
+                "url": o.root,
+                "model": self.facts.model,
+                "engine": self.facts.engine,
+                "keep_alive": client.keep_alive,
+            }
             self.store.add_setting(
                 run_id, setting_id=self.setting, position=0, name=self.setting, params=params, speculative=speculative
             )
@@ -437,6 +451,7 @@ __all__ = [
     "BenchOptions",
     "ServerFacts",
     "any_spec_stats",
+    "keep_alive",
     "open_bench",
     "parse_client_workers",
     "parse_levels",

@@ -304,6 +304,13 @@ def bench(
     client_workers: Annotated[
         str, typer.Option("--client-workers", help="Client processes per cell: N or auto (one per 64 streams).")
     ] = "auto",
+    keep_alive: Annotated[
+        bool | None,
+        typer.Option(
+            "--keep-alive/--no-keep-alive",
+            help="Reuse connections between requests (default: yes, except with llama.cpp, which closes them).",
+        ),
+    ] = None,
 ) -> None:
     """Measure an already-running server (no launch, no stop) into the store, and report as `tune` does."""
     from specfrontier.bench import BenchOptions, parse_client_workers, parse_levels
@@ -314,6 +321,7 @@ def bench(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
         rounds_per_cell=rounds, store=store, client_workers=parse_client_workers(client_workers),
+        keep_alive=keep_alive,
     )  # fmt: skip
     run_bench(options, console, err, None if quiet else _events(False).on_cell_done)
 

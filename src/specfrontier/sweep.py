@@ -100,6 +100,7 @@ def environment(adapter: EngineAdapter[Any]) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "simulated": adapter.simulated,
         "time_scale": adapter.time_scale,
+        "client_keep_alive": adapter.keep_alive,
     }
 
 
@@ -224,6 +225,7 @@ class Sweep:
                     timeout_s=self.config.request_timeout_s,
                     spec_stats_extractor=self.adapter.request_spec_stats,
                     extra_body=self.adapter.request_extras(),
+                    keep_alive=self.adapter.keep_alive,
                 ) as client:
                     await self._first_request(run_id, setting, client)
                     top = max(self.config.concurrency)

@@ -70,6 +70,7 @@ async def test_bench_measures_a_running_llama_server(
     assert run.status == "done" and run.engine == "llama.cpp"
     (setting,) = data.settings
     assert setting.command is None and setting.capacity == 2
+    assert setting.params["keep_alive"] is False  # llama-server closes connections after a stream
     assert setting.capacity_source == "llama.cpp /props total_slots"
     assert setting.speculative
     assert [(c.concurrency, c.repeats) for c in data.cells] == [(1, 2), (2, 2)]

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from specfrontier.analysis import load_run
-from specfrontier.bench import BenchOptions, open_bench, parse_levels, server_root
+from specfrontier.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
 from specfrontier.cli import main
 from specfrontier.errors import ConfigError, EngineError
 from specfrontier.store import Store
@@ -86,6 +86,7 @@ class LlamaLike:
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, object]] = []
+        self.peers: list[object] = []
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -104,6 +105,7 @@ class LlamaLike:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         self.bodies.append(await request.json())
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for i in range(4):
@@ -169,6 +171,23 @@ def test_closed_loop_bench_stores_cells_capacity_and_acceptance(server: tuple[st
     assert cell is not None and cell.acceptance_source == PER_REQUEST_SOURCE
     assert cell.acceptance_rate == pytest.approx(4 / 6)
     assert all(b.get("model") == "tiny-model" and b.get("cache_prompt") is False for b in fake.bodies)
+    # Detected as llama.cpp, which closes connections after a stream: one connection per request.
+    assert setting.params["keep_alive"] is False
+    assert len(set(fake.peers)) == len(fake.peers)
+
+
+def test_keep_alive_flag_reuses_connections(server: tuple[str, LlamaLike], tmp_path: Path) -> None:
+    url, fake = server
+    store = tmp_path / "b.db"
+    run_id = _bench(BenchOptions(url, concurrency=(2,), repeats=2, max_tokens=8, store=store, keep_alive=True))
+    (setting,) = load_run(Store(store), run_id).settings
+    assert setting.params["keep_alive"] is True
+    assert len(set(fake.peers)) <= 4 < len(fake.peers)  # 2 streams reuse their connections
+
+
+def test_keep_alive_follows_the_engine() -> None:
+    assert keep_alive("llama.cpp") is False
+    assert keep_alive("sglang") is True and keep_alive("vllm") is True and keep_alive("unknown") is True
 
 
 def test_open_loop_bench_keys_cells_by_rate(server: tuple[str, LlamaLike], tmp_path: Path) -> None:
@@ -195,13 +214,16 @@ def test_cli_bench_prints_the_report(
     url, _ = server
     store = tmp_path / "b.db"
     args = ["bench", "--url", url, "--concurrency", "1,2", "--repeats", "1", "--max-tokens", "8", "--store", str(store)]
-    monkeypatch.setattr(sys, "argv", ["specfrontier", *args])
+    monkeypatch.setattr(sys, "argv", ["specfrontier", *args, "--keep-alive"])
     with pytest.raises(SystemExit) as exit_info:
         main()
     out = capsys.readouterr().out
     assert exit_info.value.code == 0, out
     assert "capacity 3 (llama.cpp /props total_slots)" in out
     assert "Aggregate tok/s" in out and "stored as run" in out
+    (run,) = Store(store).runs()
+    (setting,) = load_run(Store(store), run.run_id).settings
+    assert setting.params["keep_alive"] is True  # --keep-alive overrides the llama.cpp default
 
 
 def test_cli_bench_bad_url_exits_2_without_a_store(

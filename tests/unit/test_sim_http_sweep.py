@@ -78,6 +78,7 @@ async def test_sglang_adapter_against_the_face_reads_capacity_acceptance_and_sim
     data = load_run(store, run_id)
     assert data.run.status == "done"
     assert data.run.environment["simulated"] is True and data.run.environment["time_scale"] == 2.0
+    assert data.run.environment["client_keep_alive"] is True  # the simulator keeps connections alive
     steps3 = data.setting("steps3")
     assert steps3.capacity == 17  # the capacity law, read back from /server_info
     assert "reset the unset --max-running-requests to 48" in (steps3.capacity_source or "")

@@ -65,6 +65,9 @@ class EngineAdapter(ABC, Generic[SettingT]):
         """Per-request speculative counts found in one parsed stream chunk, if any."""
 
     counters_source: ClassVar[str] = ""
+    keep_alive: ClassVar[bool] = True
+    """Whether the server keeps a connection open after a streamed response, so the client reuses it
+    (see `StreamingClient`); False for an engine known to close it, so no request meets a dead socket."""
 
     def request_extras(self) -> dict[str, Any]:
         """Engine-specific fields for every request body; none by default."""

@@ -105,6 +105,9 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
 
     name: ClassVar[str] = "llamacpp"
     counters_source: ClassVar[str] = "llama.cpp /metrics llamacpp:spec_decode_* counter diff"
+    keep_alive: ClassVar[bool] = False
+    """llama-server b11434 closes the connection after every streamed response although it answers
+    `Keep-Alive: timeout=5, max=100`: measured, every second request on a reused connection failed."""
 
     def __init__(self, engine: LlamaCppEngine, *, help_text: str | None = None) -> None:
         self.engine = engine

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Mapping
 from types import TracebackType
@@ -32,7 +33,10 @@ from specfrontier.records import (
     SpecStatsExtractor,
 )
 
+_log = logging.getLogger(__name__)
 _ERROR_BODY_CHARS = 300
+_STALE_LIMIT = 3
+"""Stale kept-alive connections tolerated before a client stops reusing connections altogether."""
 _NO_AIOHTTP_DEADLINE = aiohttp.ClientTimeout(total=None)
 """Our own `asyncio.timeout` is the only deadline, so an injected session's defaults cannot cut streams."""
 
@@ -89,6 +93,8 @@ class _StreamState:
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.spec: RequestSpecStats | None = None
+        self.stale_connection = False
+        """The request failed before any response, as on a connection the server had closed."""
 
     def on_event(self, event: SSEEvent, t_ns: int) -> str | None:
         """Apply one event that arrived in the read stamped `t_ns`; return an error string to stop."""
@@ -198,12 +204,20 @@ class StreamingClient:
     """Sends streamed requests to one OpenAI-compatible server (`base_url` is the server root).
 
     `timeout_s` bounds each request from send to end of stream. Without an injected `session`, one is
-    created on first use with `TCPConnector(limit=0, force_close=True)`: no pool limit, because aiohttp's
-    default of 100 connections would silently cap the concurrency being measured; and one connection per
-    request, because llama-server closes a connection after a streamed response and aiohttp would
-    otherwise reuse the dead socket ("Can not write request body" on every second request). A loopback
-    connect costs tens of microseconds, inside TTFT, as it would for a client without keep-alive.
-    A session created here is closed by `aclose()`.
+    created on first use with `TCPConnector(limit=0)`: no pool limit, because aiohttp's default of 100
+    connections would silently cap the concurrency being measured.
+
+    `keep_alive` (default on) reuses connections, as production clients and GuideLLM do: a new loopback
+    connection per request is accepted by a server busy streaming to every other client, which put
+    +32% on our TTFT at 64 streams (benchmarks/client_fidelity.py). Some servers close a connection
+    after each streamed response without saying so (llama-server b11434 answers `Keep-Alive:
+    timeout=5, max=100` and closes anyway), so the client's next request can meet a dead socket. Such a
+    request never reached the server: it fails before any response with "Can not write request body"
+    or "Server disconnected". It is sent again once, on a fresh connection, with its send time stamped
+    anew, so the failed attempt is not charged to its TTFT; after `_STALE_LIMIT` of them this client
+    opens one connection per request for good (`keep_alive` becomes False). Engines known to close
+    (llama.cpp) get `keep_alive=False` from their adapter from the start. A session created here is
+    closed by `aclose()`.
     """
 
     def __init__(
@@ -215,9 +229,12 @@ class StreamingClient:
         spec_stats_extractor: SpecStatsExtractor | None = None,
         session: aiohttp.ClientSession | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        keep_alive: bool = True,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if session is not None and not keep_alive:
+            raise ValueError("keep_alive=False opens a connection per request itself; do not inject a session")
         root = base_url.rstrip("/")
         self.base_url = root
         self.model = model
@@ -229,8 +246,14 @@ class StreamingClient:
             "chat": f"{root}/v1/chat/completions",
             "completion": f"{root}/v1/completions",
         }
+        self.keep_alive = keep_alive
+        """Whether requests reuse connections; turns False for good once a server keeps closing them."""
+        self.stale_retries = 0
+        """Requests sent again because a kept-alive connection had been closed by the server."""
         self._session = session
         self._owns_session = session is None
+        self._fresh_session: aiohttp.ClientSession | None = None
+        """One connection per request (`force_close`): retries, and everything once `keep_alive` is off."""
         self._closed = False
         self.reads = 0
         """Network reads of streamed bodies so far (client health: events per read, per second)."""
@@ -253,7 +276,10 @@ class StreamingClient:
         self._closed = True
         if self._owns_session and self._session is not None:
             await self._session.close()
+        if self._fresh_session is not None:
+            await self._fresh_session.close()
         self._session = None
+        self._fresh_session = None
 
     def pool_limit(self) -> int | None:
         """The connection cap of the session's connector (None: no cap), so a load pattern can refuse a
@@ -267,23 +293,55 @@ class StreamingClient:
         caps = [c for c in (connector.limit, connector.limit_per_host) if c]
         return min(caps) if caps else None
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    def _get_session(self, *, fresh: bool = False) -> aiohttp.ClientSession:
+        """The session to send on: the kept-alive one, or (`fresh`, or keep-alive off) one that opens a
+        new connection per request. Created lazily: aiohttp wants a running event loop for a session."""
         if self._closed:
             raise RuntimeError("StreamingClient.send() called after aclose()")
+        if fresh or not self.keep_alive:
+            if self._fresh_session is None:
+                connector = aiohttp.TCPConnector(limit=0, force_close=True)
+                self._fresh_session = aiohttp.ClientSession(connector=connector)
+            return self._fresh_session
         if self._session is None:
-            # Created lazily: aiohttp wants a running event loop when a session is made.
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         return self._session
 
     async def send(self, prompt: Prompt, sampling: Sampling) -> RequestRecord:
         """Send one streamed request and record what happened; server-side failures set `error`."""
-        session = self._get_session()
         url = self._urls[prompt.api]
         body = {**build_request_body(prompt, sampling, self.model), **self.extra_body}
+        reused = self.keep_alive
+        session = self._get_session()
         state = _StreamState(prompt.api, self.spec_stats_extractor)
-        error: str | None
-        end_ns: int
         send_ns = time.perf_counter_ns()
+        error, end_ns = await self._attempt(session, url, body, state)
+        if reused and error is not None and state.stale_connection:
+            # Nothing reached the server: send again on a new connection, timed from this send.
+            self._note_stale()
+            session = self._get_session(fresh=True)
+            state = _StreamState(prompt.api, self.spec_stats_extractor)
+            send_ns = time.perf_counter_ns()
+            error, end_ns = await self._attempt(session, url, body, state)
+        return state.record(prompt.prompt_id, send_ns, end_ns, error)
+
+    def _note_stale(self) -> None:
+        self.stale_retries += 1
+        if self.keep_alive and self.stale_retries >= _STALE_LIMIT:
+            self.keep_alive = False
+            _log.warning(
+                "%s closed %d kept-alive connections after responses; opening one connection per request from now on",
+                self.base_url,
+                self.stale_retries,
+            )
+
+    async def _attempt(
+        self, session: aiohttp.ClientSession, url: str, body: Mapping[str, Any], state: _StreamState
+    ) -> tuple[str | None, int]:
+        """One try at a request: (error or None, end time). Sets `state.stale_connection` when it failed
+        before any response arrived, the way a request on a connection the server had closed fails
+        (a refused connect is not that: the server is gone, and sending again would not help)."""
+        responded = False
         try:
             async with asyncio.timeout(self.timeout_s):
                 async with session.post(
@@ -292,19 +350,18 @@ class StreamingClient:
                     headers={"Accept": "text/event-stream"},
                     timeout=_NO_AIOHTTP_DEADLINE,
                 ) as resp:
+                    responded = True
                     if resp.status >= 400:
                         text = await resp.text(errors="replace")
-                        end_ns = time.perf_counter_ns()
-                        error = f"http {resp.status}: {text[:_ERROR_BODY_CHARS]}"
-                    else:
-                        error, end_ns = await self._consume(resp, state)
+                        return f"http {resp.status}: {text[:_ERROR_BODY_CHARS]}", time.perf_counter_ns()
+                    return await self._consume(resp, state)
         except TimeoutError:
-            end_ns = time.perf_counter_ns()
-            error = f"timeout after {float(self.timeout_s)} s"
+            return f"timeout after {float(self.timeout_s)} s", time.perf_counter_ns()
         except (aiohttp.ClientError, OSError) as exc:
             end_ns = time.perf_counter_ns()
-            error = f"connection error: {_describe(exc)}"[:_ERROR_BODY_CHARS]
-        return state.record(prompt.prompt_id, send_ns, end_ns, error)
+            stale = isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+            state.stale_connection = stale and not responded and not isinstance(exc, aiohttp.ClientConnectorError)
+            return f"connection error: {_describe(exc)}"[:_ERROR_BODY_CHARS], end_ns
 
     async def _consume(self, resp: aiohttp.ClientResponse, state: _StreamState) -> tuple[str | None, int]:
         """Read the stream to its end; return (error or None, end time).

@@ -108,10 +108,18 @@ class ClientSpec:
     timeout_s: float
     spec_stats_extractor: SpecStatsExtractor | None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    keep_alive: bool = True
 
     @classmethod
     def of(cls, client: StreamingClient) -> ClientSpec:
-        return cls(client.base_url, client.model, client.timeout_s, client.spec_stats_extractor, client.extra_body)
+        return cls(
+            client.base_url,
+            client.model,
+            client.timeout_s,
+            client.spec_stats_extractor,
+            client.extra_body,
+            client.keep_alive,
+        )
 
     def build(self) -> StreamingClient:
         return StreamingClient(
@@ -120,6 +128,7 @@ class ClientSpec:
             timeout_s=self.timeout_s,
             spec_stats_extractor=self.spec_stats_extractor,
             extra_body=self.extra_body,
+            keep_alive=self.keep_alive,
         )
 
 

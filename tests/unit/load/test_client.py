@@ -393,20 +393,115 @@ async def test_server_that_drops_keepalive_connections_after_a_stream() -> None:
             b"Keep-Alive: timeout=5, max=100\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
         )
         await writer.drain()
-        writer.close()  # right after the response, while the client already reuses the socket
+        await asyncio.sleep(0.05)  # the client has reused the socket and sent its next request by now
+        writer.close()  # unread: that request never reaches the server
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         async with StreamingClient(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+            assert client.keep_alive
             records = []
-            for _ in range(4):
+            for _ in range(8):
                 records.append(await client.send(CHAT, GREEDY))  # back to back, as in a closed loop
+            # Each dead socket was met once and the request sent again; after 3 the client stopped reusing.
+            assert client.stale_retries == 3
+            assert not client.keep_alive
     finally:
+        await asyncio.sleep(0.1)  # let the last handler close its socket
         server.close()
         await server.wait_closed()
-    assert [r.error for r in records] == [None] * 4
-    assert [r.completion_tokens for r in records] == [1] * 4
+    assert [r.error for r in records] == [None] * 8
+    assert [r.completion_tokens for r in records] == [1] * 8
+
+
+def _peer_counting_handler(peers: list[object]) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        return await stream(
+            request, [sse(chat_chunk("a")), sse(chat_chunk(None, "stop", usage=usage(2, 1))), sse("[DONE]")]
+        )
+
+    return handler
+
+
+async def test_keep_alive_reuses_one_connection_for_sequential_requests(make_server: MakeServer) -> None:
+    peers: list[object] = []
+    url = await make_server(_peer_counting_handler(peers))
+    async with StreamingClient(url) as client:
+        records = [await client.send(CHAT, GREEDY) for _ in range(5)]
+    assert all(r.ok for r in records)
+    assert len(peers) == 5 and len(set(peers)) == 1  # one client port: the connection was reused
+    assert client.stale_retries == 0
+
+
+async def test_without_keep_alive_every_request_opens_its_own_connection(make_server: MakeServer) -> None:
+    peers: list[object] = []
+    url = await make_server(_peer_counting_handler(peers))
+    async with StreamingClient(url, keep_alive=False) as client:
+        records = [await client.send(CHAT, GREEDY) for _ in range(5)]
+    assert all(r.ok for r in records)
+    assert len(set(peers)) == 5
+
+
+async def test_a_retried_request_is_timed_from_its_second_send() -> None:
+    """The first attempt meets a socket the server closed; the record's send stamp is the retry's, so the
+    failed attempt is not charged to TTFT (the server answers the retry only after 0.2 s)."""
+    answered = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal answered
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        answered += 1
+        await asyncio.sleep(0.2 if answered == 2 else 0.0)
+        body = sse(chat_chunk("hi")) + sse(chat_chunk(None, "stop")) + sse({"choices": [], "usage": usage(3, 1)})
+        body += sse("[DONE]")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + f"{len(body):x}\r\n".encode()
+            + body
+            + b"\r\n0\r\n\r\n"
+        )
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the client has reused the socket and sent its next request by now
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with StreamingClient(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+            first = await client.send(CHAT, GREEDY)
+            before_second = time.perf_counter_ns()
+            second = await client.send(CHAT, GREEDY)
+    finally:
+        await asyncio.sleep(0.1)  # let the last handler close its socket
+        server.close()
+        await server.wait_closed()
+    assert first.ok and second.ok
+    assert client.stale_retries == 1
+    assert second.send_ns >= before_second
+    assert second.first_token_ns is not None
+    assert 190 <= (second.first_token_ns - second.send_ns) / MS < 1000
+
+
+async def test_a_refused_connection_is_not_sent_again() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with StreamingClient(f"http://127.0.0.1:{port}", timeout_s=5) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is not None and "ClientConnectorError" in rec.error
+    assert client.stale_retries == 0 and client.keep_alive
+
+
+async def test_keep_alive_off_with_an_injected_session_is_refused() -> None:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(ValueError, match="keep_alive=False"):
+            StreamingClient("http://127.0.0.1:1", session=session, keep_alive=False)
 
 
 async def test_extra_body_fields_are_sent_with_every_request(make_server: MakeServer) -> None:
