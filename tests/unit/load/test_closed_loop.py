@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
-from specfrontier.records import Prompt, Sampling
+from specfrontier.records import Prompt, RequestRecord, Sampling
 
 PROMPTS = [
     Prompt(prompt_id=f"p{i}", category="qa", api="chat", max_tokens=4, messages=(("user", f"q{i}"),)) for i in range(3)
@@ -147,3 +147,35 @@ async def test_invalid_arguments(concurrency: int, num_requests: int, prompts: l
     with pytest.raises(ValueError):
         await run_closed_loop(client, prompts, Sampling(), concurrency=concurrency, num_requests=num_requests)
     await client.aclose()
+
+
+class _OrderClient:
+    """Stands in for StreamingClient: every request ends when `finish` is set, and the client notes when a
+    request's end is observed and when the next one is sent, in the order they happen."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.finish = asyncio.Event()
+
+    def pool_limit(self) -> int | None:
+        return None
+
+    async def send(self, prompt: Prompt, sampling: Sampling) -> RequestRecord:
+        self.events.append("send")
+        await self.finish.wait()
+        self.events.append("end")
+        return RequestRecord(prompt_id=prompt.prompt_id, send_ns=0, end_ns=1, first_token_ns=None, error="stand-in")
+
+
+async def test_streams_that_end_together_are_all_observed_before_any_next_send() -> None:
+    """When a server ends C requests in one decode step, each stream's end must be stamped before any
+    worker spends time sending its next request (else the later streams' stamps wait behind those sends)."""
+    client = _OrderClient()
+    prompt = Prompt(prompt_id="p", category="c", api="completion", max_tokens=1, text="x")
+    run = asyncio.create_task(
+        run_closed_loop(client, [prompt], Sampling(), concurrency=3, num_requests=6)  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(0.01)
+    client.finish.set()  # all three in-flight requests end in the same event-loop turn
+    await run
+    assert client.events[:7] == ["send"] * 3 + ["end"] * 3 + ["send"]
