@@ -35,6 +35,9 @@ from specfrontier.records import (
 
 _log = logging.getLogger(__name__)
 _ERROR_BODY_CHARS = 300
+_IDLE_REUSE_S = 4.0
+"""Idle connections older than this are not reused: the uvicorn servers of vLLM and SGLang close idle ones
+after 5 s by default, and a request sent just as the server closes one would have to be sent again."""
 _STALE_LIMIT = 3
 """Stale kept-alive connections tolerated before a client stops reusing connections altogether."""
 _NO_AIOHTTP_DEADLINE = aiohttp.ClientTimeout(total=None)
@@ -304,7 +307,8 @@ class StreamingClient:
                 self._fresh_session = aiohttp.ClientSession(connector=connector)
             return self._fresh_session
         if self._session is None:
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=_IDLE_REUSE_S)
+            self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
     async def send(self, prompt: Prompt, sampling: Sampling) -> RequestRecord:
