@@ -37,12 +37,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from fidelity_analysis import (
     AGREEMENT_HEADER,
     DIAGNOSTIC_HEADER,
@@ -90,14 +89,25 @@ class Plan:
 
     ttft_ms: float
     itl_ms: float
+    """The lag phase's (and the stress cell's) time per token: 100 tok/s per stream, as issue 4 asks."""
+    agreement_itl_ms: float
+    """The agreement phase's time per token: 40 tok/s per stream, what a loaded GPU server streams at C=64."""
     agreement_c: tuple[int, ...]
     agreement_tokens: int
     agreement_rounds: int
+    stress_c: int
+    """One more agreement cell at `itl_ms` (100 tok/s per stream): where GuideLLM on one core falls short."""
+    stress_tokens: int
     lag_streams: tuple[int, ...]
     lag_tokens: int
     lag_rounds: int
     server_cpu: int
     client_cpu: int
+    guidellm_workers: int
+    """GuideLLM's worker processes (`GUIDELLM__MAX_WORKER_PROCESSES`); see `--guidellm-workers`."""
+
+    def guidellm_settings(self) -> dict[str, str]:
+        return {"GUIDELLM__MAX_WORKER_PROCESSES": str(self.guidellm_workers)}
 
 
 def loadavg() -> str:
@@ -108,7 +118,7 @@ def loadavg() -> str:
 class FidelityServer:
     """`fidelity_server.py` in its own process group, pinned to one core; stopped by group id."""
 
-    def __init__(self, align: str, plan: Plan) -> None:
+    def __init__(self, align: str, plan: Plan, *, itl_ms: float | None = None) -> None:
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -120,7 +130,7 @@ class FidelityServer:
                 "--ttft-ms",
                 str(plan.ttft_ms),
                 "--itl-ms",
-                str(plan.itl_ms),
+                str(plan.itl_ms if itl_ms is None else itl_ms),
                 "--max-lifetime-s",
                 "1200",
             ],
@@ -168,6 +178,10 @@ def _prompt(tokens: int) -> Prompt:
     return Prompt(prompt_id="fidelity", category="fidelity", api="completion", max_tokens=tokens, text=words)
 
 
+GREEDY = Sampling(temperature=0.0, ignore_eos=True)
+"""What the fidelity server ignores and both tools' synthetic requests amount to: every token is generated."""
+
+
 @dataclass(frozen=True, slots=True)
 class OurRun:
     records: list[RequestRecord]
@@ -194,7 +208,8 @@ def run_ours(
     requests: int,
     tokens: int,
     *,
-    keepalive: bool = False,
+    keep_alive: bool = True,
+    sampling: Sampling = GREEDY,
     prompts: Sequence[Prompt] | None = None,
     warmup_prompts: Sequence[Prompt] | None = None,
 ) -> OurRun:
@@ -202,29 +217,23 @@ def run_ours(
 
     Measured the way `tune` and `bench` measure a cell: `measure_closed_loop` with the worker count
     `client_workers: auto` picks, which is capped at the CPUs this process may use (1 here, by the
-    pinning), so it runs in this process. `keepalive` injects a session that reuses connections (a
-    diagnostic: the tool's client opens one connection per request, see `StreamingClient`).
+    pinning), so it runs in this process. `keep_alive` as in `StreamingClient`: on, as `tune` uses it
+    for every engine but llama.cpp; off (one connection per request), as with llama.cpp.
     """
     measured = list(prompts) if prompts else [_prompt(tokens)]
     warmup = list(warmup_prompts) if warmup_prompts else measured
-    sampling = Sampling(temperature=0.0, ignore_eos=True)
     workers = resolve_workers("auto", streams=concurrency)
 
     async def go() -> OurRun:
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) if keepalive else None
-        try:
-            async with StreamingClient(base_url, model=MODEL_ID, timeout_s=300, session=session) as client:
-                await measure_closed_loop(
-                    client, warmup, sampling, concurrency=concurrency, num_requests=concurrency, workers=workers
-                )
-                wall0 = time.perf_counter()
-                records, health = await measure_closed_loop(
-                    client, measured, sampling, concurrency=concurrency, num_requests=requests, workers=workers
-                )
-                return OurRun(records, health, time.perf_counter() - wall0)
-        finally:
-            if session is not None:
-                await session.close()
+        async with StreamingClient(base_url, model=MODEL_ID, timeout_s=300, keep_alive=keep_alive) as client:
+            await measure_closed_loop(
+                client, warmup, sampling, concurrency=concurrency, num_requests=concurrency, workers=workers
+            )
+            wall0 = time.perf_counter()
+            records, health = await measure_closed_loop(
+                client, measured, sampling, concurrency=concurrency, num_requests=requests, workers=workers
+            )
+            return OurRun(records, health, time.perf_counter() - wall0)
 
     return asyncio.run(go())
 
@@ -235,7 +244,14 @@ def _children_cpu_s() -> float:
 
 
 def run_guidellm(
-    base_url: str, concurrency: int, requests: int, tokens: int, out: Path, *, data: Path | None = None
+    base_url: str,
+    concurrency: int,
+    requests: int,
+    tokens: int,
+    out: Path,
+    *,
+    data: Path | None = None,
+    settings: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One `guidellm run` (concurrent profile, completions API, synthetic prompts); its JSON report.
 
@@ -268,7 +284,7 @@ def run_guidellm(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **OFFLINE_ENV},
+            env={**os.environ, **OFFLINE_ENV, **(settings or {})},
             process_group=0,  # own group, same session: stays in our autogroup (see `set_priority`)
             cwd=out.parent,
         )
@@ -375,61 +391,95 @@ def _sids_of(requests: Sequence[Any]) -> set[int]:
     return {r.sid for r in requests if r.sid is not None}
 
 
-def agreement_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: bool) -> list[Any]:
-    print(f"\n== phase 1: agreement (align=request), load average before: {loadavg()}", flush=True)
-    server = FidelityServer("request", plan)
+AGREEMENT_MIN_REQUESTS = 8
+"""At C = 1 on a server with a fixed schedule the median of 8 requests is stable, and each takes 12.8 s."""
+
+
+def _agreement_cells(
+    server: FidelityServer,
+    plan: Plan,
+    levels: Sequence[int],
+    tokens: int,
+    itl_ms: float,
+    out_dir: Path,
+    results: dict[str, Any],
+    ours_only: bool,
+) -> list[AgreementCell]:
+    """Both tools at each concurrency, one after the other, on `server`; each against the server's truth."""
     cells: list[AgreementCell] = []
     none = ToolFigures(None, None, None, 0, 0)
-    try:
-        for concurrency in plan.agreement_c:
-            requests = max(20, plan.agreement_rounds * concurrency)
-            server.log(clear=True)
-            ours = run_ours(server.base_url, concurrency, requests, plan.agreement_tokens)
-            mine = our_figures(cell_metrics(ours.records))
-            truth_ours = server_figures(parse_server_log(server.log(clear=True)), _sids_of_ours(ours.records))
+    for concurrency in levels:
+        requests = max(AGREEMENT_MIN_REQUESTS, plan.agreement_rounds * concurrency)
+        server.log(clear=True)
+        ours = run_ours(server.base_url, concurrency, requests, tokens)
+        mine = our_figures(cell_metrics(ours.records))
+        truth_ours = server_figures(parse_server_log(server.log(clear=True)), _sids_of_ours(ours.records))
+        print(
+            f"C={concurrency} @ {1000 / itl_ms:g} tok/s: ours {requests} requests in {ours.wall_s:.1f} s, "
+            f"{ours.describe()}; load {loadavg()}",
+            flush=True,
+        )
+        theirs, truth_theirs = none, none
+        if not ours_only:
+            cpu0 = _children_cpu_s()
+            out = out_dir / f"agree-c{concurrency}-itl{itl_ms:g}.json"
+            report = run_guidellm(
+                server.base_url, concurrency, requests, tokens, out, settings=plan.guidellm_settings()
+            )
+            benchmark = guidellm_benchmarks(report)[0]
+            theirs = guidellm_figures(benchmark)
+            truth_theirs = server_figures(
+                parse_server_log(server.log(clear=True)), _sids_of(guidellm_requests(benchmark))
+            )
             print(
-                f"C={concurrency}: ours {requests} requests in {ours.wall_s:.1f} s, {ours.describe()}; "
-                f"load {loadavg()}",
+                f"C={concurrency} @ {1000 / itl_ms:g} tok/s: GuideLLM {theirs.requests} requests, CPU incl. its "
+                f"startup {_children_cpu_s() - cpu0:.1f} s; load {loadavg()}",
                 flush=True,
             )
-            theirs, truth_theirs = none, none
-            if not ours_only:
-                cpu0 = _children_cpu_s()
-                out = out_dir / f"agree-c{concurrency}.json"
-                benchmark = guidellm_benchmarks(
-                    run_guidellm(server.base_url, concurrency, requests, plan.agreement_tokens, out)
-                )[0]
-                theirs = guidellm_figures(benchmark)
-                truth_theirs = server_figures(
-                    parse_server_log(server.log(clear=True)), _sids_of(guidellm_requests(benchmark))
-                )
-                print(
-                    f"C={concurrency}: GuideLLM {theirs.requests} requests, CPU incl. its startup "
-                    f"{_children_cpu_s() - cpu0:.1f} s; load {loadavg()}",
-                    flush=True,
-                )
-            cells.append(AgreementCell(concurrency, mine, theirs, truth_ours, truth_theirs))
-            results["agreement"].append(
-                {
-                    "concurrency": concurrency,
-                    "ours": asdict(mine),
-                    "guidellm": asdict(theirs),
-                    "server_during_ours": asdict(truth_ours),
-                    "server_during_guidellm": asdict(truth_theirs),
-                    "ours_cpu": ours.cpu_fraction,
-                }
-            )
+        cells.append(AgreementCell(concurrency, mine, theirs, truth_ours, truth_theirs))
+        results["agreement"].append(
+            {
+                "concurrency": concurrency,
+                "itl_ms": itl_ms,
+                "tokens": tokens,
+                "ours": asdict(mine),
+                "guidellm": asdict(theirs),
+                "server_during_ours": asdict(truth_ours),
+                "server_during_guidellm": asdict(truth_theirs),
+                "ours_cpu": ours.cpu_fraction,
+            }
+        )
+    return cells
+
+
+def agreement_phase(
+    plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: bool
+) -> tuple[list[list[str]], list[list[str]]]:
+    """Rows at the agreement rate (C = 1, 16, 64), and the stress cell's rows at 100 tok/s per stream."""
+    print(f"\n== phase 1: agreement (align=request), load average before: {loadavg()}", flush=True)
+    server = FidelityServer("request", plan, itl_ms=plan.agreement_itl_ms)
+    try:
+        cells = _agreement_cells(
+            server, plan, plan.agreement_c, plan.agreement_tokens, plan.agreement_itl_ms, out_dir, results, ours_only
+        )
+    finally:
+        server.stop()
+    server = FidelityServer("request", plan, itl_ms=plan.itl_ms)
+    try:
+        stress = _agreement_cells(
+            server, plan, (plan.stress_c,), plan.stress_tokens, plan.itl_ms, out_dir, results, ours_only
+        )
     finally:
         server.stop()
     print(f"load average after phase 1: {loadavg()}")
     results["loadavg"].append(("after agreement", loadavg()))
-    return agreement_rows(cells)
+    return agreement_rows(cells), agreement_rows(stress)
 
 
 def lag_phase(
     plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: bool
 ) -> tuple[list[list[str]], list[list[str]]]:
-    """Lag rows, and diagnostic rows: ours as shipped vs ours with kept-alive connections."""
+    """Lag rows, and diagnostic rows: ours with kept-alive connections vs one connection per request."""
     print(f"\n== phase 2: lag (align=step), load average before: {loadavg()}", flush=True)
     server = FidelityServer("step", plan)
     cells: list[tuple[int, LagSamples, LagSamples]] = []
@@ -455,7 +505,12 @@ def lag_phase(
             guide_facts: dict[str, float | int | None] = {}
             if not ours_only:
                 report = run_guidellm(
-                    server.base_url, streams, requests, plan.lag_tokens, out_dir / f"lag-s{streams}.json"
+                    server.base_url,
+                    streams,
+                    requests,
+                    plan.lag_tokens,
+                    out_dir / f"lag-s{streams}.json",
+                    settings=plan.guidellm_settings(),
                 )
                 log = server.log(clear=True)
                 requests_g = guidellm_requests(guidellm_benchmarks(report)[0])
@@ -466,12 +521,12 @@ def lag_phase(
                     f"{guide_facts['slip_p50_ms'] or 0:.2f}/{guide_facts['slip_p99_ms'] or 0:.2f} ms; load {loadavg()}",
                     flush=True,
                 )
-            kept = run_ours(server.base_url, streams, requests, plan.lag_tokens, keepalive=True)
-            kept_lags = our_lags(kept.records, parse_server_log(server.log(clear=True)))
-            print(f"{streams} streams: ours with kept-alive connections (diagnostic), {kept.describe()}", flush=True)
+            fresh = run_ours(server.base_url, streams, requests, plan.lag_tokens, keep_alive=False)
+            fresh_lags = our_lags(fresh.records, parse_server_log(server.log(clear=True)))
+            print(f"{streams} streams: ours, one connection per request, {fresh.describe()}", flush=True)
             diagnostic += [
-                diagnostic_row(streams, "one connection per request (as shipped)", mine),
-                diagnostic_row(streams, "kept-alive connections (diagnostic)", kept_lags),
+                diagnostic_row(streams, "kept-alive connections (default)", mine),
+                diagnostic_row(streams, "one connection per request (as with llama.cpp)", fresh_lags),
             ]
             cells.append((streams, mine, theirs))
             results["lag"].append(
@@ -495,10 +550,10 @@ def lag_phase(
                         "unmatched": theirs.unmatched,
                         "server": guide_facts,
                     },
-                    "ours_keepalive": {
-                        "every_chunk_p50_ms": percentile(kept_lags.every_chunk_ms, 50),
-                        "every_chunk_p99_ms": percentile(kept_lags.every_chunk_ms, 99),
-                        "request_path_p50_ms": percentile(kept_lags.request_path_ms, 50),
+                    "ours_connection_per_request": {
+                        "every_chunk_p50_ms": percentile(fresh_lags.every_chunk_ms, 50),
+                        "every_chunk_p99_ms": percentile(fresh_lags.every_chunk_ms, 99),
+                        "request_path_p50_ms": percentile(fresh_lags.request_path_ms, 50),
                     },
                 }
             )
@@ -509,9 +564,13 @@ def lag_phase(
     return lag_rows(cells), diagnostic
 
 
+GUIDELLM_SAMPLING = Sampling(temperature=0.8, ignore_eos=True)
+"""What GuideLLM's requests ask llama-server for: no temperature (so the server's default, 0.8, with its
+default top-k/top-p/min-p) and `ignore_eos`. Sampling costs CPU per token on a small model, so ours asks
+for the same: with greedy ours, TPOT differed by 10% on the same server (measured 2026-12-03)."""
 LLAMA_C = (1, 4)
 LLAMA_TOKENS = 32
-LLAMA_REQUESTS_PER_C = 6
+LLAMA_REQUESTS_PER_C = 12
 
 
 def llama_prompts(count: int, tokens: int, tag: str) -> list[Prompt]:
@@ -558,7 +617,16 @@ def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: b
             requests = LLAMA_REQUESTS_PER_C * concurrency
             warm = llama_prompts(concurrency, LLAMA_TOKENS, f"w{concurrency}a")
             measured = llama_prompts(requests, LLAMA_TOKENS, f"m{concurrency}a")
-            ours = run_ours(base_url, concurrency, requests, LLAMA_TOKENS, prompts=measured, warmup_prompts=warm)
+            ours = run_ours(
+                base_url,
+                concurrency,
+                requests,
+                LLAMA_TOKENS,
+                keep_alive=False,  # as `tune` and `bench` with llama.cpp: it closes connections after a stream
+                sampling=GUIDELLM_SAMPLING,
+                prompts=measured,
+                warmup_prompts=warm,
+            )
             mine = our_figures(cell_metrics(ours.records))
             print(f"C={concurrency}: ours {requests} requests in {ours.wall_s:.1f} s; load {loadavg()}", flush=True)
             theirs = none
@@ -573,7 +641,9 @@ def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: b
                     )
                 )
                 out = out_dir / f"llama-c{concurrency}.json"
-                report = run_guidellm(base_url, concurrency, requests, LLAMA_TOKENS, out, data=data)
+                report = run_guidellm(
+                    base_url, concurrency, requests, LLAMA_TOKENS, out, data=data, settings=plan.guidellm_settings()
+                )
                 theirs = guidellm_figures(guidellm_benchmarks(report)[0])
                 print(f"C={concurrency}: GuideLLM {theirs.requests} requests; load {loadavg()}", flush=True)
             cells.append(AgreementCell(concurrency, mine, theirs, none, none))
@@ -584,10 +654,10 @@ def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: b
 
 DEFINITIONS = """\
 Definitions (ours: `specfrontier.metrics`; GuideLLM 0.8.1: `schemas/base/request_stats.py`):
-- TTFT. Ours: first content chunk's read - request start, where the start is stamped before the TCP
-  connect (our client opens one connection per request). GuideLLM: first token line - the moment httpx
-  starts writing the request headers on a kept-alive connection, so connection setup is outside its
-  TTFT. Both stamp at read/line time; ours `perf_counter_ns`, GuideLLM `time.time()`.
+- TTFT. Ours: first content chunk's read - the moment the request is handed to aiohttp, on a kept-alive
+  connection (llama.cpp: a new connection per request, so its connect is inside TTFT). GuideLLM: first
+  token line - the moment httpx starts writing the request headers on a kept-alive connection. Both
+  stamp at read/line time; ours `perf_counter_ns`, GuideLLM `time.time()`.
 - TPOT / ITL. Ours `tpot`: (E2E - TTFT) / (completion_tokens - 1) per request, E2E ending at the read
   that carried `[DONE]`; median over requests. GuideLLM `inter_token_latency_ms`: (last token line -
   first token line) / (output_tokens - 1), ending at the last content line (not `[DONE]`); its median
@@ -598,6 +668,11 @@ Definitions (ours: `specfrontier.metrics`; GuideLLM 0.8.1: `schemas/base/request
   window with each request's tokens placed at the times its chunks arrived.
 - Warmup. Both tools send C warmup requests first and leave them out (ours: a discarded closed-loop
   pass; GuideLLM: `warmup=C` in its profile, which also starts its measured window after them).
+- Requests: both tools send the same completions requests with `ignore_eos`; on the fidelity server
+  sampling does not matter; on llama-server both ask for its default sampling (GuideLLM sends no
+  temperature, ours sends the default, 0.8), because sampling costs CPU per token on a small model.
+- GuideLLM runs with `GUIDELLM__MAX_WORKER_PROCESSES` = `--guidellm-workers` (default 1): its default of
+  10 worker processes on the one core it gets here only adds contention.
 - Added client lag: receive stamp - the server's send stamp of the same chunk (same machine clock);
   GuideLLM keeps receive times only for the first and last token of a request, so "first+last" uses
   those two chunks for both tools; "every chunk" is ours over all chunks.
@@ -607,29 +682,30 @@ Definitions (ours: `specfrontier.metrics`; GuideLLM 0.8.1: `schemas/base/request
 def render(
     plan: Plan,
     agreement: list[list[str]],
+    stress: list[list[str]],
     lags: list[list[str]],
     diagnostic: list[list[str]],
     llama: list[list[str]],
     results: dict[str, Any],
     ours_only: bool,
 ) -> str:
+    per_stream = f"{1000 / plan.itl_ms:g} tok/s per stream"
     lines = [
         f"Measured {results['date']} by `.venv/bin/python benchmarks/client_fidelity.py"
         f"{' --quick' if results['quick'] else ''}` (GuideLLM {results['guidellm_version']}"
-        f"{', not run' if ours_only else ''}).",
+        f"{', not run' if ours_only else f' with {plan.guidellm_workers} worker process(es)'}).",
         "",
         f"Setup: {os.cpu_count()} cores; fidelity server (aiohttp, 127.0.0.1) pinned to CPU {plan.server_cpu}, "
         f"the benchmark process with our client, and GuideLLM with its worker processes, pinned to CPU "
         f"{plan.client_cpu}; the tools ran one after the other, all at niceness {results['niceness']}. "
-        f"Server schedule: TTFT {plan.ttft_ms:g} ms, "
-        f"one token per chunk every {plan.itl_ms:g} ms ({1000 / plan.itl_ms:g} tok/s per stream); "
-        f"completions API; {plan.agreement_tokens} output tokens per request for agreement, "
-        f"{plan.lag_tokens} for lag. Load average (1/5/15 min) over the run: "
+        f"Server schedule: TTFT {plan.ttft_ms:g} ms, one token per chunk; completions API. Load average "
+        "(1/5/15 min; GuideLLM's own processes count in it): "
         + "; ".join(f"{when} {value}" for when, value in results["loadavg"])
-        + " (other engineers' work shared the machine).",
+        + ".",
         "",
-        "Agreement (closed loop; the server aligned per request: TTFT exactly "
-        f"{plan.ttft_ms:g} ms after a request arrived, then a token every {plan.itl_ms:g} ms). The server's "
+        f"Agreement (closed loop, {plan.agreement_tokens} output tokens per request; the server aligned per "
+        f"request: TTFT exactly {plan.ttft_ms:g} ms after a request arrived, then a token every "
+        f"{plan.agreement_itl_ms:g} ms, {1000 / plan.agreement_itl_ms:g} tok/s per stream). The server's "
         "truth is computed from its own stamps for the same requests (TTFT = first send - arrival, ITL = "
         "(last send - first send) / (tokens - 1), throughput = tokens / (first arrival -> last send), "
         "concurrency = sum of (last send - arrival) / that window), so each tool's distance from it is what "
@@ -637,12 +713,18 @@ def render(
         "",
         markdown_table(AGREEMENT_HEADER, agreement),
         "",
-        "Added client lag (server aligned to 10 ms decode steps: every stream's chunk in one burst):",
+        f"Stress cell, same method at {per_stream} ({plan.stress_tokens} output tokens per request), where one "
+        "core is not enough for GuideLLM to keep C requests in flight:",
+        "",
+        markdown_table(AGREEMENT_HEADER, stress),
+        "",
+        f"Added client lag ({plan.lag_tokens} output tokens per request, {per_stream}; the server aligned to "
+        f"{plan.itl_ms:g} ms decode steps: every stream's chunk in one burst):",
         "",
         markdown_table(LAG_HEADER, lags),
         "",
-        "Diagnostic, ours only, same server: the client as shipped (a new TCP connection per request) vs the "
-        "same client with an injected session that keeps connections alive:",
+        "Diagnostic, ours only, same server: our client with kept-alive connections (the default) vs one new "
+        "connection per request (what it uses with llama.cpp, which closes connections after a stream):",
         "",
         markdown_table(DIAGNOSTIC_HEADER, diagnostic),
         "",
@@ -669,6 +751,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="fewer requests (a smoke run; not written to the docs unless --docs)"
     )
     parser.add_argument("--ours-only", action="store_true", help="skip GuideLLM (its columns stay empty)")
+    parser.add_argument(
+        "--guidellm-workers",
+        type=int,
+        default=1,
+        help="GuideLLM worker processes (GUIDELLM__MAX_WORKER_PROCESSES). Default 1: its own default of 10 "
+        "processes sharing the one core it gets here is its worst case (measured at C=64, 100 tok/s per "
+        "stream: median TTFT 155 ms with 10, 97 ms with 1, against the server's 51 ms)",
+    )
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument("--client-cpu", type=int, default=1)
     parser.add_argument("--docs", type=Path, default=None, help="Markdown file to write the section into")
@@ -703,14 +793,18 @@ def main(argv: list[str] | None = None) -> None:
     plan = Plan(
         ttft_ms=50.0,
         itl_ms=10.0,
+        agreement_itl_ms=25.0,
         agreement_c=(1, 16, 64),
-        agreement_tokens=64,
-        agreement_rounds=2 if args.quick else 5,
+        agreement_tokens=64 if args.quick else 512,
+        agreement_rounds=2 if args.quick else 4,
+        stress_c=64,
+        stress_tokens=64,
         lag_streams=(64, 256),
         lag_tokens=64 if args.quick else 128,
         lag_rounds=2 if args.quick else 4,
         server_cpu=args.server_cpu,
         client_cpu=args.client_cpu,
+        guidellm_workers=args.guidellm_workers,
     )
     if not args.ours_only:
         ensure_guidellm()
@@ -748,12 +842,14 @@ def main(argv: list[str] | None = None) -> None:
         "llama": [],
     }
     try:
-        agreement = agreement_phase(plan, out_dir, results, args.ours_only) if "agreement" in args.phases else []
+        agreement, stress = (
+            agreement_phase(plan, out_dir, results, args.ours_only) if "agreement" in args.phases else ([], [])
+        )
         lags, diagnostic = lag_phase(plan, out_dir, results, args.ours_only) if "lag" in args.phases else ([], [])
         llama = llama_phase(plan, out_dir, results, args.ours_only) if "llama" in args.phases else []
     finally:
         reset_autogroup()
-    text = render(plan, agreement, lags, diagnostic, llama, results, args.ours_only)
+    text = render(plan, agreement, stress, lags, diagnostic, llama, results, args.ours_only)
     print("\n" + text)
     (out_dir / "results.json").write_text(json.dumps(results, indent=2))
     print(f"raw results: {out_dir}")
