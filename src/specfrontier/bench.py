@@ -27,8 +27,8 @@ import aiohttp
 
 import specfrontier
 from specfrontier.config.sglang import SGLangSetting
-from specfrontier.engines.base import Capacity
-from specfrontier.engines.llamacpp import counters_from_metrics, spec_stats_from_timings
+from specfrontier.engines.base import Capacity, EngineAdapter
+from specfrontier.engines.llamacpp import LlamaCppAdapter, counters_from_metrics, spec_stats_from_timings
 from specfrontier.engines.sglang import capacity_from_server_info, spec_stats_from_chunk
 from specfrontier.errors import ConfigError, EngineError, EngineResponseError
 from specfrontier.load import StreamingClient, run_closed_loop
@@ -241,9 +241,9 @@ def any_spec_stats(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
 
 
 def keep_alive(engine: str) -> bool:
-    """Whether to reuse connections with this engine, as `tune` does (see the adapters' `keep_alive`):
+    """Whether to reuse connections with this engine: what its adapter tells `tune` (`keep_alive`), so
     not with llama.cpp, which closes the connection after every streamed response."""
-    return engine != "llama.cpp"
+    return LlamaCppAdapter.keep_alive if engine == "llama.cpp" else EngineAdapter.keep_alive
 
 
 def request_extras(engine: str) -> dict[str, Any]:
