@@ -7,15 +7,19 @@ every token silently corrupts TTFT and ITL. `fidelity_server.py` emits every tok
 advance and records when it wrote each chunk, so each client's added lag is measurable, and both
 tools measure the same known server, so their figures can be compared definition by definition.
 
-Two phases, each against a fresh server pinned to one core (`--server-cpu`, default 0) while this
+Three phases, each against a fresh server pinned to one core (`--server-cpu`, default 0) while this
 process, our client and GuideLLM (with its worker processes) are pinned to the other (`--client-cpu`,
 default 1); the tools run one after the other, never together:
 1. Agreement (`--align request`: every request's first token exactly `TTFT` after it arrived, then one
-   token every `ITL`): closed loop at C = 1, 16, 64; median TTFT, median TPOT/ITL and output
-   throughput by each tool's own definition, and the difference in percent (target: within 3%).
+   token every `ITL`): closed loop at C = 1, 16, 64 with 40 tok/s per stream and 512-token requests;
+   median TTFT, median TPOT/ITL and output throughput by each tool's own definition, and the difference
+   in percent (target: within 3%). Then a stress cell at C = 64 and 100 tok/s per stream, where one core
+   is not enough for GuideLLM to keep 64 requests in flight (so the two tools offer different loads).
 2. Lag (`--align step`: engine-like decode steps, all streams' chunks in one burst every ITL):
    64 and 256 streams of 100 tok/s; added client lag p50/p99 for both tools (targets for ours at 64:
    p50 <= 1 ms, p99 <= 5 ms; at 256 lower than GuideLLM's).
+3. llama-server (SmolLM2, no speculation) at C = 1 and 4: both tools' figures on a real engine (no
+   server truth there), both asking for its default sampling.
 The machine's load average is printed before and after each phase: other work on the machine
 distorts both tools, and the tables say so rather than hide it.
 
