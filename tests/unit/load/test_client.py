@@ -376,29 +376,30 @@ def test_body_for_completion_with_all_options() -> None:
     }
 
 
+async def _answer_then_close(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, think_s: float = 0.0
+) -> None:
+    """Serve one streamed response the way llama-server does: advertise keep-alive, then close the socket
+    after the stream without reading the client's next request."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+    await reader.readexactly(length)
+    await asyncio.sleep(think_s)
+    body = sse(chat_chunk("hi")) + sse(chat_chunk(None, "stop")) + sse({"choices": [], "usage": usage(3, 1)})
+    body += sse("[DONE]")
+    writer.write(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+        b"Keep-Alive: timeout=5, max=100\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    )
+    await writer.drain()
+    await asyncio.sleep(0.25)  # the client has reused the socket and sent its next request by now
+    writer.close()  # unread: that request never reaches the server
+
+
 async def test_server_that_drops_keepalive_connections_after_a_stream() -> None:
     """llama-server advertises keep-alive but closes the socket after a streamed response; a pooled
     client would reuse the dead socket and fail every second request. Each request must succeed."""
-    body = (
-        sse(chat_chunk("hi"))
-        + sse(chat_chunk(None, "stop"))
-        + sse({"choices": [], "usage": usage(3, 1)})
-        + sse("[DONE]")
-    )
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-        await reader.readexactly(length)
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-            b"Keep-Alive: timeout=5, max=100\r\n\r\n" + f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
-        )
-        await writer.drain()
-        await asyncio.sleep(0.25)  # the client has reused the socket and sent its next request by now
-        writer.close()  # unread: that request never reaches the server
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await asyncio.start_server(_answer_then_close, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
         async with StreamingClient(f"http://127.0.0.1:{port}", timeout_s=5) as client:
@@ -453,22 +454,8 @@ async def test_a_retried_request_is_timed_from_its_second_send() -> None:
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal answered
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
-        await reader.readexactly(length)
-        answered += 1
-        await asyncio.sleep(0.2 if answered == 2 else 0.0)
-        body = sse(chat_chunk("hi")) + sse(chat_chunk(None, "stop")) + sse({"choices": [], "usage": usage(3, 1)})
-        body += sse("[DONE]")
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + f"{len(body):x}\r\n".encode()
-            + body
-            + b"\r\n0\r\n\r\n"
-        )
-        await writer.drain()
-        await asyncio.sleep(0.25)  # the client has reused the socket and sent its next request by now
-        writer.close()
+        answered += 1  # the stale attempt is never read, so the second connection is the resend
+        await _answer_then_close(reader, writer, think_s=0.2 if answered == 2 else 0.0)
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
