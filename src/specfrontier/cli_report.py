@@ -6,6 +6,7 @@ to the results it was drawn from (`<store stem>-<run id>.html`).
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -20,8 +21,11 @@ from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.report.csv_export import report_csv
 from specfrontier.slo import Slo
 from specfrontier.store import Store
+from specfrontier.textfiles import check_output_path, write_text_atomic
 
 FORMATS = ("terminal", "markdown", "json", "csv", "html")
+SUFFIXES = {"terminal": "txt", "markdown": "md", "json": "json", "csv": "csv", "html": "html"}
+"""File suffix of each format, for the file name suggested when `-o` names a directory."""
 
 
 def run_report(
@@ -31,36 +35,40 @@ def run_report(
     with `slos`, goodput under them is added (docs/metrics.md)."""
     from specfrontier.report.html import default_html_path, write_html  # matplotlib: only when drawing
 
+    if output is not None:
+        check_output_path(output, "-o", example=f"report.{SUFFIXES[fmt]}")
     if fmt == "html":
         loaded = load_run(store, run_id, slos) if slos else None
         path = write_html(store, run_id, output or default_html_path(store.path, run_id), loaded)
         console.print(f"HTML report: {escape(str(path))}")
         return
     data = load_run(store, run_id, slos)
+    if fmt == "terminal" and output is None:
+        print_report(data, console)
+    elif output is not None:
+        write_text_atomic(output, _text(data, fmt))
+    else:
+        sys.stdout.write(_text(data, fmt))
+
+
+def _text(data: RunData, fmt: str) -> str:
+    """A non-HTML report as one string, so a file gets it whole (tmp file + rename) or not at all."""
     if fmt == "terminal":
-        if output is None:
-            print_report(data, console)
-        else:
-            with output.open("w", encoding="utf-8") as fh:
-                print_report(data, Console(file=fh, width=160))
-        return
+        buffer = io.StringIO()
+        print_report(data, Console(file=buffer, width=160))
+        return buffer.getvalue()
     if fmt == "json":
-        text = json.dumps(report_json(data), indent=2) + "\n"
-    elif fmt == "csv":
-        text = report_csv(data)
-    else:
-        text = report_markdown(data)
-    if output:
-        output.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+        return json.dumps(report_json(data), indent=2) + "\n"
+    if fmt == "csv":
+        return report_csv(data)
+    return report_markdown(data)
 
 
 def write_tune_html(store: Store, run_id: str, data: RunData, console: Console) -> Path:
     """After `tune`: the HTML report next to the store, and its path printed."""
     from specfrontier.report.html import default_html_path, write_html
 
-    path = write_html(store, run_id, default_html_path(store.path, run_id), data)
+    path = write_html(store, run_id, default_html_path(store.path, run_id), data, what="HTML report")
     console.print(f"HTML report: {escape(str(path))}")
     return path
 
@@ -69,11 +77,10 @@ def write_compare_html(cmp: Comparison, path: Path, console: Console) -> Path:
     """`compare --format html`: the comparison page, written whole then renamed, and its path printed."""
     from specfrontier.report.compare_html import compare_html
 
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(compare_html(cmp), encoding="utf-8")
-    tmp.replace(path)
+    check_output_path(path, "-o", example="comparison.html")
+    write_text_atomic(path, compare_html(cmp))
     console.print(f"HTML comparison: {escape(str(path))}")
     return path
 
 
-__all__ = ["FORMATS", "run_report", "write_compare_html", "write_tune_html"]
+__all__ = ["FORMATS", "SUFFIXES", "run_report", "write_compare_html", "write_tune_html"]

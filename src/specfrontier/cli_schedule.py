@@ -24,6 +24,7 @@ from specfrontier.schedules import (
 )
 from specfrontier.schedules.vllm import VLLM_METHOD
 from specfrontier.search.ladder import depth_of
+from specfrontier.textfiles import check_output_path, write_text_atomic
 
 ScheduleEngine = Literal["vllm", "sglang"]
 
@@ -89,6 +90,8 @@ def run_schedule(
     console: Console,
 ) -> None:
     """Print (and with `output`, write) the schedule, its launch command and the static choices."""
+    if output is not None:
+        check_output_path(output, "-o", example=f"{engine}-schedule.json")
     simulated = " (SIMULATED: model predictions, not measurements)" if data.run.environment.get("simulated") else ""
     console.print(f"[bold]Schedule for {engine}[/bold] from run {data.run.run_id}{simulated}")
     schedule = depth_schedule(data)
@@ -103,7 +106,7 @@ def run_schedule(
         command = sglang_adaptive_command(schedule, path, model=model, draft_model=draft)
     text = json.dumps(content, indent=2) + "\n"
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        write_text_atomic(output, text)
         console.print(f"  wrote {escape(str(output))}")
     else:
         console.print(text, end="", markup=False)

@@ -35,6 +35,7 @@ import specfrontier
 from specfrontier.errors import ConfigError
 from specfrontier.model.cells import DEPTH_KEYS, setting_params
 from specfrontier.store import ImportedCellRow, Store
+from specfrontier.textfiles import read_text_utf8
 
 PARAM_KEYS = (
     "algorithm",
@@ -303,10 +304,7 @@ def _seed_metadata(data: dict[str, Any]) -> dict[str, Any]:
 def load_table(path: Path, *, engine: str | None = None) -> ImportTable:
     """Read and validate an import file (CSV by extension, else JSON)."""
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _fail(f"import: path = {source!r}", f"cannot read it ({exc.strerror})", "pass an existing file") from exc
+    text = read_text_utf8(path, "import: path")
     default_engine = _engine(engine, f"{source}: --engine") if engine else None
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())

@@ -112,6 +112,16 @@ def test_load_config_errors_name_the_file(tmp_path: Path) -> None:
         load_config(wrong)
 
 
+def test_a_config_that_is_not_utf8_names_the_file_and_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("# r\xe9glages\nrepeats: 2\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert str(exc.value) == (
+        f"--config = '{path}': not UTF-8 text (byte 0xe9 at offset 3, line 1); fix: save it as UTF-8"
+    )
+
+
 def test_load_defaults_to_closed_loop_and_existing_configs_are_unchanged() -> None:
     cfg = parse_config(_config())
     assert cfg.load.mode == "closed" and cfg.load.rates == ()
@@ -132,8 +142,43 @@ def test_open_loop_load_parses_and_sorts_rates() -> None:
         ({"mode": "open", "rates": [1], "duration_s": 10, "warmup_s": 6, "cooldown_s": 4}, "leaves nothing"),
         ({"mode": "open", "rates": [0], "duration_s": 10}, r"load\.rates\[0\] = 0"),
         ({"mode": "poisson"}, r"load\.mode = 'poisson'.*fix: use one of the allowed values"),
+        ({"mode": "open", "rates": [100001], "duration_s": 10}, r"load\.rates\[0\] = 100001.*fix: use a smaller"),
+        ({"mode": "open", "rates": [1], "duration_s": 10, "max_in_flight": 4097}, r"load\.max_in_flight = 4097"),
     ],
 )
 def test_bad_load_names_the_field_and_the_fix(load: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_config(_config(load=load))
+
+
+LISTEN_MESSAGE = "specfrontier launches every server on 127.0.0.1 and a free port of its own; fix: remove "
+SIM_HTTP = {"name": "sim", "face": "http"}
+SGLANG = {"name": "sglang", "model_path": "m"}
+
+
+@pytest.mark.parametrize(
+    ("data", "where", "arg"),
+    [
+        (_config(settings=[{"name": "baseline", "extra_args": ["--host", "0.0.0.0"]}]), "settings[baseline]", "--host"),
+        (_config(engine={"extra_args": ["--port", "80"]}), "engine", "--port"),
+        (_config(engine={"extra_args": ["--host=0.0.0.0"]}), "engine", "--host=0.0.0.0"),
+        ({"engine": SIM_HTTP, "settings": [{"name": "b", "extra_args": ["--allow-remote"]}]}, "settings[b]", None),
+        ({"engine": SIM_HTTP, "settings": [{"name": "b", "extra_args": ["--ho", "0.0.0.0"]}]}, "settings[b]", "--ho"),
+        ({"engine": {**SGLANG, "extra_args": ["--port=1"]}, "settings": [{"name": "b"}]}, "engine", "--port=1"),
+        ({"engine": SGLANG, "settings": [{"name": "b", "extra_args": ["--host", "::"]}]}, "settings[b]", "--host"),
+    ],
+)
+def test_extra_args_cannot_move_the_server_off_loopback(data: dict[str, Any], where: str, arg: str | None) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    fix = {"--host": "--host (and its value)", "--port": "--port (and its value)", "--ho": "--ho (and its value)"}
+    shown = arg or "--allow-remote"
+    expected = f"config: {where}.extra_args: {shown}: {LISTEN_MESSAGE}{fix.get(shown, shown)}"
+    assert str(exc.value).startswith(expected), str(exc.value)
+
+
+def test_other_extra_args_pass_verbatim() -> None:
+    args = ["--api-key", "secret", "--port-range", "1", "--hostname-alias", "x", "-h", "--flash-attn", "on"]
+    cfg = parse_config(_config(engine={"extra_args": args}, settings=[{"name": "baseline", "extra_args": args}]))
+    assert list(cfg.engine.extra_args) == args
+    assert list(cfg.settings[0].extra_args) == args

@@ -120,3 +120,19 @@ def test_missing_engine_and_unreadable_files(tmp_path: Path) -> None:
     csv_path.write_text("engine,steps,concurrency,aggregate,\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"column 'aggregate': unknown"):
         load_table(csv_path)
+
+
+def test_a_non_utf8_csv_names_the_file_and_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes("engine,setting,concurrency,aggregate_tok_s\nsglang,caf\xe9,1,10\n".encode("cp1252"))
+    with pytest.raises(ConfigError) as exc:
+        load_table(path)
+    assert str(exc.value) == (
+        f"import: path = '{path}': not UTF-8 text (byte 0xe9 at offset 53, line 2); fix: save it as UTF-8"
+    )
+
+
+def test_a_csv_saved_with_a_byte_order_mark_imports(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffengine,setting,concurrency,aggregate_tok_s\nsglang,base,1,10\n".encode())
+    assert load_table(path).settings[0].name == "base"

@@ -33,6 +33,7 @@ from specfrontier.config.sglang import (
     seed_sim_config,
 )
 from specfrontier.errors import ConfigError
+from specfrontier.textfiles import read_text_utf8
 
 TuneConfig = LlamaCppTuneConfig | SGLangTuneConfig
 """The config of a sweep: one class per engine family, picked by `engine.name`."""
@@ -67,12 +68,7 @@ def load_config(path: Path | None) -> TuneConfig:
     """Read and validate a YAML config; None gives the embedded default."""
     if path is None:
         return default_config()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"--config = {str(path)!r}: cannot read it ({exc.strerror}); fix: pass an existing file"
-        ) from exc
+    text = read_text_utf8(path, "--config")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -11,12 +11,58 @@ from typing import Annotated, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.config.search import SearchConfig
 from specfrontier.config.workloads import WorkloadSpec
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+LISTEN_FLAGS = {"--host": True, "--port": True, "--allow-remote": False}
+"""Launch flags that decide where a server listens or who may reach it (-> whether it takes a value).
+specfrontier sets them itself: 127.0.0.1 and a free port, so no server it starts is reachable from the
+network (llama-server, for one, has no API key and allows every CORS origin by default)."""
+
+
+def listen_flag(arg: str) -> str | None:
+    """The listening flag that `arg` sets, or None: `--host`, `--host=0.0.0.0`, and abbreviations such as
+    `--ho`, because the argparse-based servers (SGLang, the simulator) accept any unique prefix."""
+    name = arg.split("=", 1)[0]
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    return next((flag for flag in LISTEN_FLAGS if flag.startswith(name)), None)
+
+
+def check_extra_args(args: tuple[str, ...], where: str) -> None:
+    """Refuse extra launch arguments that would move a server off 127.0.0.1 or off its assigned port."""
+    for arg in args:
+        flag = listen_flag(arg)
+        if flag is None:
+            continue
+        value = " (and its value)" if LISTEN_FLAGS[flag] and "=" not in arg else ""
+        raise ValueError(
+            f"{where}.extra_args: {arg}: specfrontier launches every server on 127.0.0.1 and a free port of "
+            f"its own; fix: remove {arg}{value}"
+        )
+
+
+class _LaunchArgs(_Strict):
+    """Base of every model with `extra_args` (engine-wide or per setting) passed verbatim to a server's
+    command line: the one place where those arguments are checked (`check_extra_args`).
+
+    The field itself stays declared in each subclass (with its own description, in its own position)."""
+
+    def _args_where(self) -> str:
+        """Where the arguments sit in the config, for the error line."""
+        return "engine"
+
+    @model_validator(mode="after")
+    def _listening_is_ours(self) -> _LaunchArgs:
+        args: tuple[str, ...] = getattr(self, "extra_args", ())
+        check_extra_args(args, self._args_where())
+        return self
 
 
 class SettingLike(Protocol):
@@ -56,7 +102,7 @@ class LoadConfig(_Strict):
     """
 
     mode: Literal["closed", "open"] = Field("closed", description="closed: `concurrency` users; open: `rates`.")
-    rates: tuple[Annotated[float, Field(gt=0, le=100000)], ...] = Field(
+    rates: tuple[Annotated[float, Field(gt=0, le=MAX_RATE)], ...] = Field(
         (), description="Open loop: request rates in req/s, one cell each."
     )
     burstiness: float = Field(1.0, gt=0, le=100, description="Gamma shape of the gaps: 1 = Poisson, < 1 burstier.")
@@ -64,7 +110,9 @@ class LoadConfig(_Strict):
     requests: int | None = Field(None, ge=2, description="Open loop: requests per cell (instead of duration_s).")
     warmup_s: float = Field(0.0, ge=0, description="Open loop: leading seconds of the schedule not measured.")
     cooldown_s: float = Field(0.0, ge=0, description="Open loop: trailing seconds of the schedule not measured.")
-    max_in_flight: int | None = Field(None, ge=1, description="Open loop: cap on requests in flight (unset: none).")
+    max_in_flight: int | None = Field(
+        None, ge=1, le=MAX_CONCURRENCY, description="Open loop: cap on requests in flight (unset: none)."
+    )
     seed: int = Field(0, description="Seed of the arrival schedule (same seed, same send offsets).")
 
     @field_validator("rates")
@@ -98,7 +146,7 @@ class TuneBase(_Strict):
 
     baseline_hint: ClassVar[str] = "add a setting without speculation"
 
-    concurrency: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = Field(
+    concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] = Field(
         (1, 2, 4), min_length=1, description="Closed-loop client concurrency levels."
     )
     repeats: int = Field(3, ge=1, le=50, description="Measurements of every cell (spread is reported).")
@@ -112,6 +160,13 @@ class TuneBase(_Strict):
         1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
     )
     request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
+    max_consecutive_timeouts: int = Field(
+        3,
+        ge=1,
+        le=10000,
+        description="Abandon a setting (recorded as failed) once this many requests in a row time out: its "
+        "server stopped answering.",
+    )
     client_workers: int | Literal["auto"] = Field(
         "auto",
         description="Client processes per cell: a number, or 'auto' (one per 64 streams or 5k events/s, at "
@@ -136,10 +191,13 @@ class TuneBase(_Strict):
     @field_validator("client_workers", mode="before")
     @classmethod
     def _workers(cls, value: object) -> int | str:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256):
+        if value == "auto" or (
+            isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CLIENT_WORKERS
+        ):
             return value
         raise ValueError(
-            f"client_workers = {value!r}: not a worker count; fix: use a whole number from 1 to 256, or 'auto'"
+            f"client_workers = {value!r}: not a worker count; "
+            f"fix: use a whole number from 1 to {MAX_CLIENT_WORKERS}, or 'auto'"
         )
 
     @field_validator("concurrency")
@@ -228,4 +286,14 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
 
 
-__all__ = ["LoadConfig", "SettingLike", "TuneBase", "WorkloadConfig", "WorkloadSpec", "describe_validation_error"]
+__all__ = [
+    "LISTEN_FLAGS",
+    "LoadConfig",
+    "SettingLike",
+    "TuneBase",
+    "WorkloadConfig",
+    "WorkloadSpec",
+    "check_extra_args",
+    "describe_validation_error",
+    "listen_flag",
+]

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import TuneBase, _Strict
+from specfrontier.config.common import TuneBase, _LaunchArgs
 
 SpecType = Literal[
     "none",
@@ -21,7 +21,7 @@ SpecType = Literal[
 NGRAM_SIZED_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
 
 
-class LlamaCppSetting(_Strict):
+class LlamaCppSetting(_LaunchArgs):
     """One llama-server speculative configuration: everything that needs a server relaunch."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
@@ -36,7 +36,9 @@ class LlamaCppSetting(_Strict):
     ngram_mod_n_max: int | None = Field(None, ge=1, le=256, description="--spec-ngram-mod-n-max.")
     ngram_mod_n_match: int | None = Field(None, ge=1, le=256, description="--spec-ngram-mod-n-match.")
     slots: int | None = Field(None, ge=1, le=512, description="-np: parallel slots (default: max concurrency).")
-    extra_args: tuple[str, ...] = Field((), description="More llama-server arguments, passed verbatim.")
+    extra_args: tuple[str, ...] = Field(
+        (), description="More llama-server arguments, passed verbatim (not --host/--port)."
+    )
 
     @model_validator(mode="after")
     def _parameters_match_type(self) -> LlamaCppSetting:
@@ -66,6 +68,9 @@ class LlamaCppSetting(_Strict):
             )
         return self
 
+    def _args_where(self) -> str:
+        return f"settings[{self.name}]"
+
     @property
     def speculative(self) -> bool:
         return self.spec_type != "none"
@@ -75,7 +80,7 @@ class LlamaCppSetting(_Strict):
         return self.model_dump(exclude={"name"}, exclude_none=True, exclude_defaults=True)
 
 
-class LlamaCppEngine(_Strict):
+class LlamaCppEngine(_LaunchArgs):
     """How to run llama-server; shared by every setting of a sweep."""
 
     name: Literal["llamacpp"] = Field("llamacpp", description="Engine adapter.")
@@ -85,7 +90,9 @@ class LlamaCppEngine(_Strict):
     threads: int = Field(1, ge=1, le=1024, description="-t: compute threads of the server.")
     ctx_size: int = Field(8192, ge=256, description="-c: total context (tokens) shared by the slots.")
     startup_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for /health before failing.")
-    extra_args: tuple[str, ...] = Field((), description="More llama-server arguments for every setting.")
+    extra_args: tuple[str, ...] = Field(
+        (), description="More llama-server arguments for every setting (not --host/--port)."
+    )
 
 
 class LlamaCppTuneConfig(TuneBase):

@@ -18,6 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from specfrontier.config.limits import MAX_CONCURRENCY
+
 SearchStrategy = Literal["grid", "adaptive", "guided"]
 SearchObjective = Literal["aggregate_tok_s", "per_request_tok_s_p50"]
 
@@ -32,7 +34,7 @@ class SearchConfig(BaseModel):
     max_engine_s: float | None = Field(
         None, gt=0, description="Budget: engine-seconds (startup + measured windows); checked before each launch."
     )
-    target_concurrency: tuple[Annotated[int, Field(ge=1, le=4096)], ...] = Field(
+    target_concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] = Field(
         (), description="Concurrency levels the search optimises (empty: every level of `concurrency`)."
     )
     objective: SearchObjective = Field(

@@ -13,12 +13,12 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import TuneBase, WorkloadConfig, _Strict
+from specfrontier.config.common import TuneBase, WorkloadConfig, _LaunchArgs, _Strict
 
 SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
 
 
-class SGLangSetting(_Strict):
+class SGLangSetting(_LaunchArgs):
     """One SGLang speculative configuration (`--speculative-*`, `--max-running-requests`)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
@@ -31,7 +31,9 @@ class SGLangSetting(_Strict):
     max_running_requests: int | None = Field(
         None, ge=1, le=100000, description="--max-running-requests (SGLang resets an unset one to 48 with spec)."
     )
-    extra_args: tuple[str, ...] = Field((), description="More launch arguments, passed verbatim.")
+    extra_args: tuple[str, ...] = Field(
+        (), description="More launch arguments, passed verbatim (not --host/--port/--allow-remote)."
+    )
 
     @model_validator(mode="after")
     def _sglang_constraints(self) -> SGLangSetting:
@@ -70,6 +72,9 @@ class SGLangSetting(_Strict):
             )
         return self
 
+    def _args_where(self) -> str:
+        return f"settings[{self.name}]"
+
     @property
     def speculative(self) -> bool:
         return self.algorithm is not None
@@ -87,7 +92,7 @@ class SGLangSetting(_Strict):
         return self.model_dump(exclude={"name"}, exclude_none=True, exclude_defaults=True)
 
 
-class SGLangEngine(_Strict):
+class SGLangEngine(_LaunchArgs):
     """A real SGLang server (`python -m sglang.launch_server`)."""
 
     name: Literal["sglang"] = Field("sglang", description="Engine adapter.")
@@ -97,7 +102,7 @@ class SGLangEngine(_Strict):
     tp_size: int = Field(1, ge=1, le=64, description="--tp-size.")
     mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0, description="--mem-fraction-static.")
     startup_timeout_s: float = Field(900.0, gt=0, description="Seconds to wait for /health_generate.")
-    extra_args: tuple[str, ...] = Field((), description="More launch arguments for every setting.")
+    extra_args: tuple[str, ...] = Field((), description="More launch arguments for every setting (not --host/--port).")
 
 
 class SimEngine(_Strict):

@@ -40,6 +40,7 @@ from specfrontier.report.tables import (
     spike_lines,
 )
 from specfrontier.store import Store
+from specfrontier.textfiles import write_text_atomic
 from specfrontier.timeslices import SPIKE_FACTOR
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -352,13 +353,11 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
     return render_page("report.html.j2", context)
 
 
-def write_html(store: Store, run_id: str, path: Path, data: RunData | None = None) -> Path:
-    """Render a stored run's report to `path` (written whole, then renamed: never a half-written file)."""
+def write_html(store: Store, run_id: str, path: Path, data: RunData | None = None, *, what: str = "-o") -> Path:
+    """Render a stored run's report to `path` (written whole, then renamed: never a half-written file;
+    `what` names where the path came from in the error if it cannot be written)."""
     data = data if data is not None else load_run(store, run_id)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(report_html(data, sample_outputs(store, run_id)), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(path, report_html(data, sample_outputs(store, run_id)), what)
 
 
 def default_html_path(store_path: Path, run_id: str) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specfrontier.errors import ConfigError
+from specfrontier.textfiles import read_text_utf8
 
 _SEED_KEYS = ("per_request_tok_s", "aggregate_tok_s", "max_running_requests")
 _CELL_KEYS = {"steps", "concurrency", "per_request_tok_s", "aggregate_tok_s", "max_running_requests"}
@@ -145,12 +146,7 @@ def parse_measurements(data: Any, *, source: str = "measurements") -> Measuremen
 
 def load_measurements(path: Path) -> Measurements:
     """Read and parse a measurements JSON file; unreadable or malformed files raise ConfigError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"calibrate: path = {str(path)!r}: cannot read it ({exc.strerror}); fix: pass an existing file"
-        ) from exc
+    text = read_text_utf8(path, "calibrate: path")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 
 from specfrontier.errors import ConfigError
 from specfrontier.records import Prompt
+from specfrontier.textfiles import read_text_utf8
 
 BUILTIN_MIXES = ("cpu-mix",)
 
@@ -49,42 +50,42 @@ def _prompt_from_json(obj: Any, *, where: str, max_tokens: int, api: str | None)
     raise ConfigError(f'{where}: neither "messages" nor "prompt" is given; fix: add one of them')
 
 
-def parse_prompts(lines: list[str], *, source: str, max_tokens: int, api: str | None = None) -> list[Prompt]:
-    """Prompts from JSONL lines; blank lines are skipped; errors name the line."""
+def parse_prompts(
+    lines: list[str], *, source: str, max_tokens: int, api: str | None = None, where: str = "workload.prompts"
+) -> list[Prompt]:
+    """Prompts from JSONL lines; blank lines are skipped; errors name the line (`where`: the option or
+    config field that named `source`)."""
     prompts: list[Prompt] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        where = f"{source}:{number}"
+        at = f"{source}:{number}"
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({exc.msg}); fix: one JSON object per line") from exc
-        prompts.append(_prompt_from_json(obj, where=where, max_tokens=max_tokens, api=api))
+            raise ConfigError(f"{at}: not valid JSON ({exc.msg}); fix: one JSON object per line") from exc
+        prompts.append(_prompt_from_json(obj, where=at, max_tokens=max_tokens, api=api))
     if not prompts:
-        raise ConfigError(f"workload.prompts = {source!r}: no prompts; fix: add at least one JSON line")
+        raise ConfigError(f"{where} = {source!r}: no prompts; fix: add at least one JSON line")
     return prompts
 
 
-def load_prompts(spec: str, *, max_tokens: int, api: str | None = None) -> list[Prompt]:
-    """`builtin:<name>` or a JSONL path -> prompts, each capped at `max_tokens` output tokens."""
+def load_prompts(
+    spec: str, *, max_tokens: int, api: str | None = None, where: str = "workload.prompts"
+) -> list[Prompt]:
+    """`builtin:<name>` or a JSONL path -> prompts, each capped at `max_tokens` output tokens; errors
+    name `where` (the config field or option that gave `spec`: `workload.prompts`, `--prompts`, ...)."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
         if name not in BUILTIN_MIXES:
             raise ConfigError(
-                f"workload.prompts = {spec!r}: unknown built-in mix; fix: use one of "
+                f"{where} = {spec!r}: unknown built-in mix; fix: use one of "
                 + ", ".join(f"builtin:{m}" for m in BUILTIN_MIXES)
             )
         text = resources.files("specfrontier.workloads").joinpath(f"data/{name}.jsonl").read_text("utf-8")
-        return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api)
-    path = Path(spec)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            f"workload.prompts = {spec!r}: cannot read ({exc.strerror}); fix: give a JSONL file or builtin:cpu-mix"
-        ) from exc
-    return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api)
+        return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api, where=where)
+    text = read_text_utf8(Path(spec), where, fix="give an existing JSONL file or builtin:cpu-mix")
+    return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api, where=where)
 
 
 __all__ = ["BUILTIN_MIXES", "load_prompts", "parse_prompts"]

@@ -55,7 +55,7 @@ def load_source(source: str, spec: WorkloadSpec, *, where: str) -> list[SourcePr
         return synthetic_prompts(count, spec.input_tokens or DEFAULT_SYNTHETIC_INPUT_TOKENS, spec.seed)
     if source in PACKAGE_SOURCES:
         return PACKAGE_SOURCES[source].load(where=where)
-    return [_from_prompt(p) for p in load_prompts(source, max_tokens=spec.max_tokens)]
+    return [_from_prompt(p) for p in load_prompts(source, max_tokens=spec.max_tokens, where=where)]
 
 
 def _fits(p: SourcePrompt, limit: int | None) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -125,3 +126,26 @@ def test_sessions_are_refused_with_open_loop_load() -> None:
             },
             source="c.yaml",
         )
+
+
+def test_a_non_utf8_prompts_file_names_the_entry_the_file_and_the_byte(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_bytes('{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": "caf\xe9"}\n'.encode("latin-1"))
+    with pytest.raises(ConfigError) as exc:
+        resolve_workload(WorkloadSpec(source=str(path)), where="workloads[1]")
+    assert str(exc.value) == (
+        f"workloads[1].source = '{path}': not UTF-8 text (byte 0xe9 at offset 54, line 2); fix: save it as UTF-8"
+    )
+
+
+def test_a_missing_prompts_file_says_what_to_use_instead(tmp_path: Path) -> None:
+    path = tmp_path / "absent.jsonl"
+    with pytest.raises(ConfigError, match=r"^workloads\[0\]\.source = .*cannot read it .*builtin:cpu-mix$"):
+        resolve_workload(WorkloadSpec(source=str(path)), where="workloads[0]")
+
+
+def test_a_prompts_file_of_blank_lines_names_the_entry(tmp_path: Path) -> None:
+    path = tmp_path / "blank.jsonl"
+    path.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^workloads\[2\]\.source = '.*blank\.jsonl': no prompts; fix: add"):
+        resolve_workload(WorkloadSpec(source=str(path)), where="workloads[2]")

@@ -1,0 +1,21 @@
+"""Bounds shared by the config (`tune`) and the command-line options of `bench`.
+
+Why a module of their own: `tune` and `bench` drive the same load generator, so a value one refuses the
+other must refuse too; with one constant per bound they cannot drift apart (before, `bench --concurrency
+100000` passed while the config capped concurrency at 4096). Kept free of imports so that every config
+module, and `bench`, can use them without an import cycle.
+"""
+
+from __future__ import annotations
+
+MAX_CONCURRENCY = 4096
+"""Closed-loop client concurrency (and the open loop's in-flight cap): one stream each, so beyond this
+the client, not the server, is what gets measured."""
+
+MAX_RATE = 100000.0
+"""Open-loop request rate, in requests per second."""
+
+MAX_CLIENT_WORKERS = 256
+"""Client processes per cell."""
+
+__all__ = ["MAX_CLIENT_WORKERS", "MAX_CONCURRENCY", "MAX_RATE"]
