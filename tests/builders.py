@@ -19,3 +19,22 @@ def record_ms(
         completion_tokens=tokens,
         error=error,
     )
+
+
+def chmod_binds() -> bool:
+    """Whether chmod 0444 stops this process writing a file: False for root (or any process with
+    CAP_DAC_OVERRIDE), where permission cases must use SQLite's own read-only switches instead."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    probe = Path(tempfile.mkdtemp()) / "probe"
+    probe.write_bytes(b"")
+    probe.chmod(0o444)
+    try:
+        with probe.open("wb"):
+            return False
+    except PermissionError:
+        return True
+    finally:
+        shutil.rmtree(probe.parent)

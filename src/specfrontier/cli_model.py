@@ -96,7 +96,8 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
 
 
 def run_plan(run_id: str, *, store_path: Path, fit_only: str | None, as_json: bool, console: Console) -> None:
-    store = Store(store_path)
+    """Fit and print; the store is only read (opened read-only: it may be a file the user cannot write)."""
+    store = Store(store_path, read_only=True)
     try:
         run = run_cells(store, run_id)
     finally:

@@ -13,6 +13,9 @@ lag). `first_ttft_ms`/`first_e2e_ms` of a setting: its very first request after 
 `imported_cell`: figures of a run made by `specfrontier import` from a table measured elsewhere (one row
 per setting x concurrency, medians as published; no requests behind them), with the file and row they
 came from; the setting's capacity is stored on its `setting` row.
+`run_owner` (RUN_OWNER_DDL): the process writing a run (pid, start time, boot id; see
+`specfrontier.store.owner`). It is additive, not a schema version: every writable open creates it if
+missing, an older tool ignores it, and a store without it simply has no owners.
 """
 
 SCHEMA_VERSION = 4  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
@@ -105,4 +108,14 @@ CREATE TABLE IF NOT EXISTS imported_cell (
     PRIMARY KEY (run_id, setting_id, concurrency),
     FOREIGN KEY (run_id, setting_id) REFERENCES setting(run_id, setting_id)
 );
+"""
+
+RUN_OWNER_DDL = """
+CREATE TABLE IF NOT EXISTS run_owner (
+    run_id      TEXT PRIMARY KEY,
+    pid         INTEGER NOT NULL,
+    start_ticks INTEGER,
+    boot_id     TEXT,
+    claimed_at  TEXT NOT NULL
+)
 """

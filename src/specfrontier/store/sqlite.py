@@ -2,24 +2,35 @@
 
 WAL mode and one transaction per finished cell: a crash of the engine or of the tool loses at most the
 cell in flight, and `tune --resume RUN` picks up from the cells that are stored. The schema version is
-checked on open so an old tool never misreads a newer store (or the reverse).
+checked on open so an old tool never misreads a newer store (or the reverse). A run has at most one
+writing process (`claim_run`); a run stored as running whose writer has ended reads as interrupted.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from specfrontier.errors import StoreError
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.store.schema import DDL, SCHEMA_VERSION
+from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
+from specfrontier.store.failures import converted
+from specfrontier.store.owner import Owner, current_owner, is_alive
+from specfrontier.store.schema import DDL, RUN_OWNER_DDL, SCHEMA_VERSION
+
+FINAL_STATUSES = ("done", "failed", "interrupted", "incomplete")
+"""Statuses of a run that ended; `incomplete`: it ended with cells missing (a setting failed), resumable."""
+RUN_STATUSES = ("running", *FINAL_STATUSES)
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 def _now() -> str:
@@ -33,8 +44,32 @@ class RunRow:
     finished_at: str | None
     engine: str
     status: str
+    """The status a user sees: a stored `running` whose writer has ended (crash, SIGKILL) is `interrupted`."""
     config: dict[str, Any]
     environment: dict[str, Any]
+    stored_status: str | None = None
+    """The status column as written (None: not read from a store)."""
+
+
+def shown_status(stored: str, owner: Owner | None) -> str:
+    """`interrupted` for a run stored as running whose writer is gone (or was never recorded): only a
+    live process updates a run, so nobody will ever mark it finished. Derived on read, never written."""
+    if stored == "running" and (owner is None or not is_alive(owner)):
+        return "interrupted"
+    return stored
+
+
+def _run_row(r: sqlite3.Row, owner: Owner | None) -> RunRow:
+    return RunRow(
+        r["run_id"],
+        r["created_at"],
+        r["finished_at"],
+        r["engine"],
+        shown_status(r["status"], owner),
+        json.loads(r["config_json"]),
+        json.loads(r["environment_json"]),
+        stored_status=r["status"],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,117 +128,254 @@ class ImportedCellRow:
     """Where the figures came from: file and row (or table key)."""
 
 
-class Store:
-    """A SQLite file of runs. Thread-unsafe by design: one sweep writes through one Store."""
+def _guarded(doing: str, *, writes: bool) -> Callable[[_Method], _Method]:
+    """Run a Store method inside `converted`: any sqlite3.Error leaves it as a one-line StoreError.
 
-    def __init__(self, path: Path) -> None:
+    Every method about one run takes its id as the first argument; that id goes into the message, and a
+    failed write then says how to resume that run."""
+
+    def wrap(method: _Method) -> _Method:
+        @functools.wraps(method)
+        def guarded(self: Store, *args: Any, **kwargs: Any) -> Any:
+            run_id = args[0] if args and isinstance(args[0], str) else None
+            with converted(self.path, doing, writing=writes, run_id=run_id):
+                return method(self, *args, **kwargs)
+
+        return cast(_Method, guarded)
+
+    return wrap
+
+
+class Store:
+    """A SQLite file of runs. Thread-unsafe by design: one sweep writes through one Store.
+
+    `read_only=True` is for the commands that only read (runs, report, compare, plan, schedule): the file
+    is opened with `mode=ro` (see `specfrontier.store.connect`), must already hold a specfrontier store,
+    and is never written; every writing method then raises StoreError. Any `sqlite3.Error` of any method
+    arrives as a one-line StoreError naming the store, the step and a fix (`specfrontier.store.failures`).
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
+        self.access = Access.read_write
+        """How the file is open: read-write, read-only (mode=ro) or immutable (read-only folder fallback)."""
+        with converted(path, "opening", writing=not read_only):
+            if read_only:
+                self._db = self._open_read_only()
+            else:
+                self._db = self._open_writable()
+
+    def _open_writable(self) -> sqlite3.Connection:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"store = {str(path)!r}: cannot open ({exc}); fix: choose a writable path") from exc
-        self._db.row_factory = sqlite3.Row
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._init_schema()
-        except sqlite3.DatabaseError as exc:
-            self._db.close()
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
             raise StoreError(
-                f"store = {str(path)!r}: cannot be used as a store ({exc}); "
-                "fix: pass a store written by `specfrontier tune`, or a new path"
+                f"store = {str(self.path)!r}: cannot create its folder ({exc}); fix: choose a writable path"
             ) from exc
-        except StoreError:
-            self._db.close()
+        db = connect(self.path, Access.read_write)
+        try:
+            self._db = db
+            self._require_specfrontier(allow_empty=True)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._init_schema()
+        except BaseException:
+            db.close()
             raise
+        return db
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not self.path.is_file():
+            what = "a folder, not a store file" if self.path.is_dir() else "no such file"
+            raise StoreError(
+                f"store = {str(self.path)!r}: {what}; fix: pass the --store written by `specfrontier tune`"
+            )
+        self.access = read_only_access(self.path, can_create_side_files=side_files_creatable(self.path))
+        db = connect(self.path, self.access)
+        try:
+            self._db = db
+            self._require_specfrontier(allow_empty=False)
+            self._check_version()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _require_specfrontier(self, *, allow_empty: bool) -> None:
+        """Refuse a file that holds no specfrontier store: a reader must not mistake (or turn) an empty
+        file or another program's database for one; a writer may start a store only in an empty one."""
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" in tables or (allow_empty and not tables):
+            return
+        what = "no tables" if not tables else "no meta table"
+        fix = "pass the --store written by `specfrontier tune`" + (", or a new file name" if allow_empty else "")
+        raise StoreError(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
+
+    def _check_version(self) -> None:
+        """An old tool must never misread a newer store (or the reverse)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        found = int(row["value"]) if row else None
+        if found != SCHEMA_VERSION:
+            fix = (
+                "pip install -U specfrontier (this store was written by a newer version)"
+                if found is not None and found > SCHEMA_VERSION
+                else "use a new --store file (this store predates the current schema)"
+            )
+            raise StoreError(
+                f"store = {str(self.path)!r}: schema_version = {found}: this specfrontier reads "
+                f"version {SCHEMA_VERSION}; fix: {fix}"
+            )
 
     def _init_schema(self) -> None:
-        has_meta = self._db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone()
-        if has_meta:
-            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            found = int(row["value"]) if row else None
-            if found != SCHEMA_VERSION:
-                fix = (
-                    "pip install -U specfrontier (this store was written by a newer version)"
-                    if found is not None and found > SCHEMA_VERSION
-                    else "use a new --store file (this store predates the current schema)"
-                )
-                raise StoreError(
-                    f"store = {str(self.path)!r}: schema_version = {found}: this specfrontier reads "
-                    f"version {SCHEMA_VERSION}; fix: {fix}"
-                )
-        if not has_meta:
-            self._db.executescript(DDL)  # CREATE ... IF NOT EXISTS: safe if two processes race here
-        self._db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        """Check or create the schema in one write transaction: two processes creating the same new
+        store take turns, and neither sees half a schema. `run_owner` is added to older stores here."""
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone():
+                self._check_version()
+            else:
+                for statement in DDL.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            db.execute(RUN_OWNER_DDL)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """BEGIN ... COMMIT, or ROLLBACK and re-raise; sqlite3 errors pass unconverted (callers convert)."""
+        if self.read_only:
+            raise StoreError(
+                f"store = {str(self.path)!r}: opened read-only (by a command that only reads); "
+                "fix: write through a command that writes, such as `specfrontier tune`"
+            )
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        """Roll back what is open. SQLite may have rolled back already (disk full, I/O error); a failing
+        ROLLBACK must not hide the error that caused it, so its own error is dropped."""
+        if self._db.in_transaction:
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """BEGIN ... COMMIT, or ROLLBACK and re-raise: a unit is stored whole or not at all."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        with converted(self.path, "writing", writing=True), self._transaction() as db:
+            yield db
 
+    @_guarded("closing", writes=False)
     def close(self) -> None:
         self._db.close()
 
     # -- runs ----------------------------------------------------------------------------------
+    @_guarded("creating a run", writes=True)
     def create_run(self, *, engine: str, config: dict[str, Any], environment: dict[str, Any]) -> str:
+        """A new run, status running, claimed by this process in the same transaction."""
         run_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-        with self.transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT INTO run(run_id, created_at, engine, status, config_json, environment_json) "
                 "VALUES (?, ?, ?, 'running', ?, ?)",
                 (run_id, _now(), engine, json.dumps(config), json.dumps(environment)),
             )
+            self._own(db, run_id)
         return run_id
 
+    @_guarded("setting the status", writes=True)
     def set_run_status(self, run_id: str, status: str) -> None:
-        finished = _now() if status in ("done", "failed", "interrupted") else None
-        with self.transaction() as db:
+        """Store a status (RUN_STATUSES); a final one also stamps finished_at."""
+        if status not in RUN_STATUSES:
+            raise ValueError(f"set_run_status: unknown status {status!r} (known: {', '.join(RUN_STATUSES)})")
+        finished = _now() if status in FINAL_STATUSES else None
+        with self._transaction() as db:
             db.execute("UPDATE run SET status=?, finished_at=? WHERE run_id=?", (status, finished, run_id))
 
+    @_guarded("claiming", writes=True)
+    def claim_run(self, run_id: str) -> None:
+        """Make this process the one writer of `run_id`, or raise StoreError if a live process is.
+
+        Check and record happen in one BEGIN IMMEDIATE transaction, so of two processes resuming the
+        same run at once exactly one wins. A claim of an ended process (crash, SIGKILL, reboot) is
+        taken over; claiming again from the owning process is a no-op."""
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM run WHERE run_id=?", (run_id,)).fetchone() is None:
+                raise self._unknown_run(run_id)
+            holder = self._owners(db, run_id).get(run_id)
+            if holder is not None and not holder.same_process(current_owner()) and is_alive(holder):
+                raise StoreError(
+                    f"run = {run_id!r}: being written by another specfrontier process (pid {holder.pid}, "
+                    f"since {holder.claimed_at}); fix: wait for it to end (or stop it), then resume with "
+                    f"`specfrontier tune --resume {run_id} --store {self.path}`"
+                )
+            self._own(db, run_id)
+
+    @_guarded("releasing", writes=True)
+    def release_run(self, run_id: str) -> None:
+        """Drop this process's claim of `run_id` (another process's claim is left alone).
+
+        Optional for a process that ends right after: a claim of an ended process counts for nothing.
+        A caller in a `finally` may suppress its StoreError so that it does not hide the first error."""
+        me = current_owner()
+        with self._transaction() as db:
+            db.execute(
+                "DELETE FROM run_owner WHERE run_id=? AND pid=? AND start_ticks IS ? AND boot_id IS ?",
+                (run_id, me.pid, me.start_ticks, me.boot_id),
+            )
+
+    def _own(self, db: sqlite3.Connection, run_id: str) -> None:
+        me = current_owner(_now())
+        db.execute(
+            "INSERT OR REPLACE INTO run_owner(run_id, pid, start_ticks, boot_id, claimed_at) VALUES (?, ?, ?, ?, ?)",
+            (run_id, me.pid, me.start_ticks, me.boot_id, me.claimed_at),
+        )
+
+    def _owners(self, db: sqlite3.Connection, run_id: str | None = None) -> dict[str, Owner]:
+        """Claims by run id (of one run when given); none in a store that predates `run_owner`."""
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='run_owner'").fetchone() is None:
+            return {}
+        rows = db.execute("SELECT * FROM run_owner WHERE ? IS NULL OR run_id=?", (run_id, run_id)).fetchall()
+        return {r["run_id"]: Owner(r["pid"], r["start_ticks"], r["boot_id"], r["claimed_at"]) for r in rows}
+
+    @_guarded("listing runs", writes=False)
     def runs(self) -> list[RunRow]:
         rows = self._db.execute("SELECT * FROM run ORDER BY created_at, run_id").fetchall()
-        return [self._run_row(r) for r in rows]
+        owners = self._owners(self._db)
+        return [_run_row(r, owners.get(r["run_id"])) for r in rows]
 
+    @_guarded("reading", writes=False)
     def run(self, run_id: str) -> RunRow:
         row = self._db.execute("SELECT * FROM run WHERE run_id=?", (run_id,)).fetchone()
         if row is None:
-            known = [r.run_id for r in self.runs()][-5:]
-            raise StoreError(
-                f"run = {run_id!r}: not in store {str(self.path)!r} (latest: {', '.join(known) or 'none'}); "
-                "fix: pick an id from `specfrontier runs`"
-            )
-        return self._run_row(row)
+            raise self._unknown_run(run_id)
+        return _run_row(row, self._owners(self._db, run_id).get(run_id))
 
-    @staticmethod
-    def _run_row(r: sqlite3.Row) -> RunRow:
-        return RunRow(
-            r["run_id"],
-            r["created_at"],
-            r["finished_at"],
-            r["engine"],
-            r["status"],
-            json.loads(r["config_json"]),
-            json.loads(r["environment_json"]),
+    def _unknown_run(self, run_id: str) -> StoreError:
+        latest = self._db.execute("SELECT run_id FROM run ORDER BY created_at DESC, run_id DESC LIMIT 5").fetchall()
+        known = [r[0] for r in reversed(latest)]
+        return StoreError(
+            f"run = {run_id!r}: not in store {str(self.path)!r} (latest: {', '.join(known) or 'none'}); "
+            "fix: pick an id from `specfrontier runs`"
         )
 
     # -- settings ------------------------------------------------------------------------------
+    @_guarded("adding a setting", writes=True)
     def add_setting(
         self, run_id: str, *, setting_id: str, position: int, name: str, params: dict[str, Any], speculative: bool
     ) -> None:
-        with self.transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT OR IGNORE INTO setting(run_id, setting_id, position, name, params_json, speculative, status) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
                 (run_id, setting_id, position, name, json.dumps(params, sort_keys=True), int(speculative)),
             )
 
+    @_guarded("updating a setting", writes=True)
     def update_setting(self, run_id: str, setting_id: str, **fields: Any) -> None:
         """Set columns of a setting row (status, command, capacity, startup_s, error, log_tail ...)."""
         allowed = {
@@ -225,12 +397,13 @@ class Store:
         if "command" in fields:
             fields["command_json"] = json.dumps(list(fields.pop("command")))
         assignments = ", ".join(f"{k}=?" for k in fields)  # keys come from the allow-list above
-        with self.transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 f"UPDATE setting SET {assignments} WHERE run_id=? AND setting_id=?",  # noqa: S608
                 (*fields.values(), run_id, setting_id),
             )
 
+    @_guarded("reading settings", writes=False)
     def settings(self, run_id: str) -> list[SettingRow]:
         rows = self._db.execute("SELECT * FROM setting WHERE run_id=? ORDER BY position", (run_id,)).fetchall()
         return [
@@ -256,6 +429,7 @@ class Store:
         ]
 
     # -- cells ---------------------------------------------------------------------------------
+    @_guarded("recording a cell", writes=True)
     def record_cell(
         self,
         run_id: str,
@@ -274,7 +448,7 @@ class Store:
         """Store one finished repeat of a cell and all its requests in a single transaction.
 
         A `request_rate` makes it an open-loop cell (`concurrency` then is the in-flight cap, 0: none)."""
-        with self.transaction() as db:
+        with self._transaction() as db:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
                 "accepted_tokens, verify_steps, accepted_per_position_json, acceptance_source, load_mode, "
@@ -305,6 +479,7 @@ class Store:
             )
         return cell_id
 
+    @_guarded("reading stored cells", writes=False)
     def done_cells(self, run_id: str) -> set[tuple[str, str, int, int]]:
         """(setting_id, workload, concurrency, repeat) of every stored cell: what --resume skips."""
         rows = self._db.execute(
@@ -313,6 +488,7 @@ class Store:
         ).fetchall()
         return {(r[0], r[1], int(r[2]), int(r[3])) for r in rows}
 
+    @_guarded("reading stored cells", writes=False)
     def done_open_cells(self, run_id: str) -> set[tuple[str, str, float, int]]:
         """(setting_id, workload, request_rate, repeat) of every stored open-loop cell."""
         rows = self._db.execute(
@@ -321,6 +497,7 @@ class Store:
         ).fetchall()
         return {(r[0], r[1], float(r[2]), int(r[3])) for r in rows}
 
+    @_guarded("reading cells", writes=False)
     def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
         """The run's cells with their requests; only one setting's when `setting_id` is given."""
         args = (run_id, setting_id, setting_id)
@@ -364,9 +541,10 @@ class Store:
         return out
 
     # -- imported cells ------------------------------------------------------------------------
+    @_guarded("recording imported cells", writes=True)
     def record_imported_cells(self, run_id: str, rows: Sequence[ImportedCellRow]) -> None:
         """Store every imported cell of a run in one transaction (all or nothing)."""
-        with self.transaction() as db:
+        with self._transaction() as db:
             db.executemany(
                 "INSERT INTO imported_cell VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
@@ -384,6 +562,7 @@ class Store:
                 ],
             )
 
+    @_guarded("reading imported cells", writes=False)
     def imported_cells(self, run_id: str) -> list[ImportedCellRow]:
         """The imported cells of a run (empty for a measured run)."""
         rows = self._db.execute(
@@ -445,4 +624,4 @@ def _record_from_row(r: sqlite3.Row) -> RequestRecord:
     )
 
 
-__all__ = ["CellRow", "RunRow", "SettingRow", "Store"]
+__all__ = ["FINAL_STATUSES", "RUN_STATUSES", "CellRow", "RunRow", "SettingRow", "Store", "shown_status"]

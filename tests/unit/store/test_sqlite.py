@@ -179,8 +179,9 @@ def test_exception_inside_transaction_leaves_nothing(tmp_path: Path) -> None:
 def test_record_cell_failing_on_a_request_stores_no_cell(tmp_path: Path) -> None:
     store, run_id = _store_with_setting(tmp_path / "s.db")
     bad = RequestRecord(prompt_id=None, send_ns=0, end_ns=1, first_token_ns=None)  # type: ignore[arg-type]
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(StoreError, match=r"recording a cell: NOT NULL constraint failed: request\.prompt_id") as info:
         _cell(store, run_id, [_record(0, 1, 2, 2), bad])
+    assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
     assert store.cells(run_id) == []
     assert store.done_cells(run_id) == set()
     store.close()
@@ -317,8 +318,8 @@ def test_open_loop_cells_are_keyed_by_rate_and_round_trip(tmp_path: Path) -> Non
     assert rows[("closed", None)].load is None and rows[("closed", None)].concurrency == 2
     assert store.done_open_cells(run_id) == {("baseline", "w", 2.0, 0), ("baseline", "w", 4.0, 0)}
     assert store.done_cells(run_id) == {("baseline", "w", 2, 0)}
-    with pytest.raises(sqlite3.IntegrityError):  # the same closed cell twice
-        _cell(store, run_id, [_record(0, 1, 2, 2)])
+    with pytest.raises(StoreError, match=r"UNIQUE constraint failed.*fix: let one `specfrontier tune --resume"):
+        _cell(store, run_id, [_record(0, 1, 2, 2)])  # the same closed cell twice
     store.update_setting(run_id, "baseline", first_ttft_ms=12.5, first_e2e_ms=80.0)
     setting = store.settings(run_id)[0]
     assert (setting.first_ttft_ms, setting.first_e2e_ms) == (12.5, 80.0)
