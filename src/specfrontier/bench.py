@@ -14,6 +14,7 @@ server is probed (EngineError if it does not answer), and only then is the store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import platform
@@ -26,11 +27,12 @@ from urllib.parse import urlsplit
 import aiohttp
 
 import specfrontier
+from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.config.sglang import SGLangSetting
 from specfrontier.engines.base import Capacity, EngineAdapter
 from specfrontier.engines.llamacpp import LlamaCppAdapter, counters_from_metrics, spec_stats_from_timings
 from specfrontier.engines.sglang import capacity_from_server_info, spec_stats_from_chunk
-from specfrontier.errors import ConfigError, EngineError, EngineResponseError
+from specfrontier.errors import ConfigError, EngineError, EngineResponseError, SpecFrontierError
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.load.workers import (
     ClientWorkers,
@@ -42,7 +44,7 @@ from specfrontier.load.workers import (
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, RequestSpecStats, Sampling, SpecCounters
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone, _window_counters
+from specfrontier.sweep import CellDone, _window_counters, require_evidence
 from specfrontier.workloads import load_prompts
 
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=10)
@@ -116,6 +118,8 @@ class BenchOptions:
     rounds_per_cell: int = 2
     warmup_rounds: int = 1
     request_timeout_s: float = 300.0
+    max_consecutive_timeouts: int = 3
+    """Requests in a row that may time out before the server is taken as stalled and the run stops."""
     client_workers: ClientWorkers = "auto"
     """Client processes per cell: a number or 'auto' (see `specfrontier.load.workers`)."""
     keep_alive: bool | None = None
@@ -159,12 +163,39 @@ class BenchOptions:
         for ok, what, rule in checks:
             if not ok:
                 raise ConfigError(f"{what}: {rule}; fix: pass a valid value")
+        self._check_limits()
         if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
             raise ConfigError(
                 f"--warmup-s + --cooldown-s = {self.warmup_s + self.cooldown_s}: leaves nothing of --duration "
                 f"{self.duration_s} to measure; fix: lower them or raise --duration"
             )
         return self
+
+    def _check_limits(self) -> None:
+        """The upper bounds `tune` applies to the same quantities (config.limits), so that a load `tune`
+        refuses is not accepted here either."""
+        top_c = max(self.concurrency, default=0)
+        if top_c > MAX_CONCURRENCY:
+            raise ConfigError(
+                f"--concurrency = {top_c}: more than {MAX_CONCURRENCY} clients (tune's limit too); "
+                f"fix: pass levels from 1 to {MAX_CONCURRENCY}"
+            )
+        top_rate = max(self.rates, default=0.0)
+        if top_rate > MAX_RATE:
+            raise ConfigError(
+                f"--rate = {top_rate:.12g}: more than {MAX_RATE:g} req/s (tune's limit too); "
+                f"fix: pass rates up to {MAX_RATE:g}"
+            )
+        if self.max_in_flight is not None and self.max_in_flight > MAX_CONCURRENCY:
+            raise ConfigError(
+                f"--max-in-flight = {self.max_in_flight}: more than {MAX_CONCURRENCY} (tune's limit too); "
+                f"fix: pass a cap from 1 to {MAX_CONCURRENCY}"
+            )
+        if isinstance(self.client_workers, int) and self.client_workers > MAX_CLIENT_WORKERS:
+            raise ConfigError(
+                f"--client-workers = {self.client_workers}: more than {MAX_CLIENT_WORKERS} processes "
+                f"(tune's limit too); fix: pass a number from 1 to {MAX_CLIENT_WORKERS}, or auto"
+            )
 
     def workload_label(self) -> str:
         eos = "ignore" if self.ignore_eos else "natural"
@@ -311,15 +342,26 @@ class Bench:
         return self.store.create_run(engine=self.facts.engine, config=config, environment=_environment(self.facts))
 
     async def run(self, run_id: str) -> None:
+        """Measure every cell; the run ends done, interrupted, or (a server failure: every request of a
+        window failed, or it stopped answering) incomplete when some cells were stored, else failed."""
         try:
             await self._run(run_id)
         except (asyncio.CancelledError, KeyboardInterrupt):
-            self.store.set_run_status(run_id, "interrupted")
+            self._mark(run_id, "interrupted")
+            raise
+        except EngineError:
+            stored = self.store.done_cells(run_id) or self.store.done_open_cells(run_id)
+            self._mark(run_id, "incomplete" if stored else "failed")
             raise
         except BaseException:
-            self.store.set_run_status(run_id, "failed")
+            self._mark(run_id, "failed")
             raise
         self.store.set_run_status(run_id, "done")
+
+    def _mark(self, run_id: str, status: str) -> None:
+        """Set the status on the way out of an error without hiding it (the store may be the error)."""
+        with contextlib.suppress(SpecFrontierError):
+            self.store.set_run_status(run_id, status)
 
     async def _run(self, run_id: str) -> None:
         o = self.o
@@ -332,12 +374,14 @@ class Bench:
                 spec_stats_extractor=any_spec_stats,
                 extra_body=request_extras(self.facts.engine),
                 keep_alive=keep_alive(self.facts.engine) if o.keep_alive is None else o.keep_alive,
+                max_consecutive_timeouts=o.max_consecutive_timeouts,
             ) as client,
         ):
             top = max(o.concurrency) if o.concurrency else (o.max_in_flight or max(1, math.ceil(max(o.rates))))
             warm = await run_closed_loop(
                 client, self.prompts, self.sampling, concurrency=top, num_requests=o.warmup_rounds * top
             )
+            require_evidence(warm, "the warmup")
             # Whether the server speculates is known only from what it reports: drafted tokens in warmup.
             speculative = any(r.spec is not None and r.spec.draft_tokens > 0 for r in warm)
             params = {
@@ -401,6 +445,7 @@ class Bench:
                 num_requests=rounds,
                 workers=resolve_workers(o.client_workers, streams=concurrency),
             )
+        require_evidence(records, f"the cell {f'rate={rate} req/s' if rate is not None else f'C={concurrency}'}")
         after = await _metrics_counters(session, o.root, self.facts.engine)
         counters, source = _window_counters(before, after, records, METRICS_SOURCE)
         self.store.record_cell(
@@ -438,7 +483,7 @@ def parse_client_workers(text: str) -> ClientWorkers:
 async def open_bench(options: BenchOptions) -> tuple[Bench, str]:
     """Validate the options, probe the server, load prompts, then open the store and create the run."""
     options.validate()
-    prompts = load_prompts(options.prompts, max_tokens=options.max_tokens, api=options.api)
+    prompts = load_prompts(options.prompts, max_tokens=options.max_tokens, api=options.api, where="--prompts")
     async with aiohttp.ClientSession(timeout=_PROBE_TIMEOUT) as session:
         facts = await probe_server(session, options.root, options.model)
     bench = Bench(options, facts, prompts, Store(options.store))

@@ -1,15 +1,21 @@
 """Command line: thin wrappers that parse, call the library once, and print.
 
-Errors are printed as `ClassName: message` with no traceback (add --debug for one); a config error
-exits 2 before any server starts; an interrupted sweep exits 130 and says how to resume.
+Errors are printed as `ClassName: message` with no traceback (add --debug for one). Exit codes:
+0 the run is complete; 1 an error, or a run that produced no evidence; 2 bad input (config or flags,
+before any server starts); 3 a run with partial evidence (some settings failed; `tune --resume` it);
+130 interrupted (Ctrl-C, SIGTERM, SIGHUP, or the output pipe closed), with how to resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
+from collections.abc import Callable
+from dataclasses import fields
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -41,17 +47,33 @@ from specfrontier.report.terminal import print_table
 from specfrontier.sim_sweep import VirtualSweep
 from specfrontier.slo import Slo, parse_slo
 from specfrontier.store import Store
-from specfrontier.sweep import Sweep, SweepEvents, is_virtual, open_sweep
+from specfrontier.sweep import RunOutcome, Sweep, SweepEvents, is_virtual, open_sweep
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="Find the best speculative-decoding settings for an inference server, per concurrency.",
 )
-console = Console(highlight=False)
+
+
+class _Console(Console):
+    """Rich's console, except for a closed pipe: rich exits 1 without a word (`on_broken_pipe`), which
+    left `tune | head -1` failed and silent. Here a closed stdout raises BrokenPipeError, so `tune` can
+    stop the sweep as an interruption and say so on stderr, and `main` exits 141 for the other commands;
+    a closed stderr just silences that console (there is nobody left to tell)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        if self.stderr:
+            return
+        _detach_stdout()
+        raise BrokenPipeError("stdout was closed")
+
+
+console = _Console(highlight=False)
 if not console.is_terminal:  # piped or captured: rich would assume 80 columns and fold every table
     console.width = 160
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
 _state = {"debug": False}
 
 StoreOption = Annotated[Path, typer.Option("--store", help="SQLite result store.")]
@@ -88,18 +110,60 @@ def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store,
     )
 
 
-async def _run_sweep(sweep: Sweep, run_id: str) -> None:
-    """Run the sweep; SIGINT (Ctrl-C) and SIGTERM cancel it cleanly (server stopped, cells kept).
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-    Both are installed explicitly: a process started in the background by a non-interactive shell
+
+async def _run_sweep(sweep: Sweep, run_id: str, output_closed: list[bool]) -> RunOutcome:
+    """Run the sweep; SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal went away) cancel it cleanly
+    (server stopped, cells kept, run marked interrupted), and so does a closed stdout (`tune | head`).
+
+    The signals are installed explicitly: a process started in the background by a non-interactive shell
     inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler of its own.
     """
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in _INTERRUPTS:
             loop.add_signal_handler(sig, task.cancel)
-    await sweep.run(run_id)
+        sweep.events = _cancel_on_closed_output(sweep.events, task, output_closed)
+    return await sweep.run(run_id)
+
+
+def _cancel_on_closed_output(events: SweepEvents, task: asyncio.Task[RunOutcome], closed: list[bool]) -> SweepEvents:
+    """The same callbacks, but a closed stdout (BrokenPipeError while printing progress) cancels the sweep
+    like Ctrl-C instead of failing it half-way: the run stays resumable and the tool says so on stderr."""
+
+    def guarded(callback: Callable[..., None] | None) -> Callable[..., None] | None:
+        if callback is None:
+            return None
+
+        def call(*args: object) -> None:
+            if closed:
+                return
+            try:
+                callback(*args)
+            except BrokenPipeError:
+                closed.append(True)
+                _detach_stdout()
+                task.cancel()
+
+        return call
+
+    return SweepEvents(**{f.name: guarded(getattr(events, f.name)) for f in fields(SweepEvents)})
+
+
+def _detach_stdout() -> None:
+    """Point stdout at /dev/null, so nothing later (the interpreter's final flush included) fails on it."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _say(line: str) -> None:
+    """Print one line on stderr, which may be gone too (SIGHUP: the terminal closed)."""
+    with contextlib.suppress(OSError):
+        err.print(line)
 
 
 def _tune_config(
@@ -150,6 +214,7 @@ def _tune_virtual(
         stored = parse_config(store.run(resume).config, source=f"run {resume} config")
         assert isinstance(stored, SGLangTuneConfig)
         virtual, run_id = VirtualSweep(stored), resume
+        store.claim_run(resume)  # one writer per run
         virtual.attach(store)
     else:
         assert isinstance(cfg, SGLangTuneConfig)
@@ -261,12 +326,14 @@ def tune(
     sweep.events = progress.events()
     if not quiet:
         out.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")
+    output_closed: list[bool] = []
     try:
         with progress:
-            asyncio.run(_run_sweep(sweep, run_id))
+            outcome = asyncio.run(_run_sweep(sweep, run_id, output_closed))
     except (KeyboardInterrupt, asyncio.CancelledError):
-        err.print(
-            f"interrupted: every finished cell is stored; resume with: specfrontier tune --resume {run_id} "
+        cause = "stdout was closed (broken pipe); " if output_closed else ""
+        _say(
+            f"interrupted: {cause}every finished cell is stored; resume with: specfrontier tune --resume {run_id} "
             f"--store {sweep.store.path}"
         )
         raise typer.Exit(130) from None
@@ -278,6 +345,11 @@ def tune(
         f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
     )
     progress.finished(run_id, write_tune_html(sweep.store, run_id, data, out))
+    summary = outcome.summary(run_id, sweep.store.path)
+    if summary is not None:
+        _say(f"[red]{escape(summary)}[/red]" if outcome.status == "failed" else f"[yellow]{escape(summary)}[/yellow]")
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)
 
 
 @app.command()
@@ -332,7 +404,7 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON list for scripts.")] = False,
 ) -> None:
     """List the runs in a store."""
-    rows = _open_existing(store).runs()
+    rows = _open_existing(store, read_only=True).runs()
     if as_json:
         items = [{"id": r.run_id, "engine": r.engine, "status": r.status, "created": r.created_at} for r in rows]
         sys.stdout.write(json.dumps(items, indent=2) + "\n")
@@ -353,7 +425,7 @@ def report(
 ) -> None:
     """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
     slos = parse_slo(slo)
-    opened = _open_existing(store)
+    opened = _open_existing(store, read_only=True)
     if opened.imported_cells(run_id):
         raise ConfigError(
             f"run = {run_id!r}: imported figures, no stored requests to report; fix: `specfrontier plan {run_id}`"
@@ -372,7 +444,7 @@ def compare(
     """Compare two runs: acceptance, aggregate tok/s per cell, and where the recommendation changes."""
     if fmt not in ("terminal", "html"):
         raise ConfigError(f"--format = {fmt!r}: compare draws terminal or html; fix: pick one of them")
-    opened = _open_existing(store)
+    opened = _open_existing(store, read_only=True)
     cmp = compare_runs(load_run(opened, run_a), load_run(opened, run_b))
     if fmt == "html":
         write_compare_html(cmp, output or store.with_name(f"{store.stem}-{run_a}-vs-{run_b}.html"), console)
@@ -417,7 +489,7 @@ def schedule(
     """Best speculation depth per batch size as the engine's schedule file, plus the static best per workload."""
     from specfrontier.cli_schedule import run_schedule
 
-    run_schedule(load_run(_open_existing(store), run_id), engine.value, output, slo_tpot_ms, console)
+    run_schedule(load_run(_open_existing(store, read_only=True), run_id), engine.value, output, slo_tpot_ms, console)
 
 
 @app.command("import")
@@ -455,10 +527,10 @@ def _existing_path(path: Path) -> Path:
     return path
 
 
-def _open_existing(path: Path) -> Store:
-    if not path.exists():
-        raise StoreError(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
-    return Store(path)
+def _open_existing(path: Path, *, read_only: bool = False) -> Store:
+    """The store at `path`, which must exist. `read_only` for commands that only read: the file (and its
+    folder) may then be one the user cannot write, and a file that is no store is refused unchanged."""
+    return Store(_existing_path(path), read_only=read_only)
 
 
 def main() -> None:
@@ -477,6 +549,9 @@ def main() -> None:
     except typer.exceptions.TyperException as exc:  # usage errors (unknown option, bad value)
         err.print(f"[red]Usage error[/red]: {escape(exc.format_message())}")
         sys.exit(exc.exit_code)
+    except BrokenPipeError:  # `specfrontier runs | head -1`: the reader has what it wanted
+        _detach_stdout()
+        sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from specfrontier.analysis import load_run
 from specfrontier.bench import BenchOptions, open_bench
+from specfrontier.errors import EngineError
 from specfrontier.report import print_report
 from specfrontier.store import Store
 from specfrontier.sweep import CellDone
@@ -22,7 +23,7 @@ def run_bench(
 ) -> None:
     """Measure the running server at `options.url`; Ctrl-C/SIGTERM stop it cleanly (finished cells kept)."""
 
-    async def main() -> tuple[str, str]:
+    async def main() -> tuple[str, str, EngineError | None]:
         bench, run_id = await open_bench(options)
         bench.on_cell_done = on_cell_done
         facts = bench.facts
@@ -41,18 +42,28 @@ def run_bench(
         try:
             await bench.run(run_id)
         except asyncio.CancelledError:
-            return run_id, "interrupted"
-        return run_id, "done"
+            return run_id, "interrupted", None
+        except EngineError as exc:  # the server failed mid-run: the run says whether cells were stored
+            return run_id, bench.store.run(run_id).status, exc
+        return run_id, "done", None
 
-    run_id, status = asyncio.run(main())
+    run_id, status, failure = asyncio.run(main())
     if status == "interrupted":
         err.print(f"interrupted: finished cells of run {run_id} are stored in {options.store} (bench does not resume)")
         raise typer.Exit(130)
-    print_report(load_run(Store(options.store), run_id), console)
+    if failure is not None and status == "failed":
+        raise failure  # no cell stored: the one line is all there is to say (exit 1)
+    print_report(load_run(Store(options.store, read_only=True), run_id), console)
     console.print(
         f"\nstored as run {run_id} in {escape(str(options.store))}; "
         f"again with: specfrontier report {run_id} --store {escape(str(options.store))}"
     )
+    if failure is not None:
+        err.print(
+            f"[yellow]INCOMPLETE: {escape(str(failure).splitlines()[0])}; the cells above were measured before it "
+            "(bench does not resume: run it again once the server is fixed)[/yellow]"
+        )
+        raise typer.Exit(3)
 
 
 __all__ = ["run_bench"]

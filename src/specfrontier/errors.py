@@ -5,6 +5,8 @@
      ├── EngineError          an inference server could not be used
      │    ├── EngineStartError    the process exited or refused to start (carries the log tail)
      │    ├── EngineTimeout       the process lived but never became ready in time
+     │    ├── PortTakenError      the port answered, but from a process that is not the launched server
+     │    ├── EngineStalled       the server stopped answering: consecutive requests timed out
      │    └── EngineResponseError the server answered with something we cannot interpret
      ├── StoreError           the SQLite store is missing, from another schema version, or has no such run
      └── DependencyError      an optional package or binary is not installed (names what to install)
@@ -48,6 +50,16 @@ class EngineTimeout(EngineStartError):
     """The server process stayed alive but did not report ready within the timeout."""
 
 
+class PortTakenError(EngineStartError):
+    """Another program answers on the port chosen for the server (it took the port between our choice
+    and the server's bind): measuring it would measure the wrong server."""
+
+
+class EngineStalled(EngineError):
+    """The server stopped answering: a bounded number of consecutive requests timed out, so the setting
+    is abandoned instead of waiting the full timeout for every remaining request."""
+
+
 class EngineResponseError(EngineError):
     """The server answered, but not in the shape its interface documents."""
 
@@ -65,8 +77,10 @@ __all__ = [
     "DependencyError",
     "EngineError",
     "EngineResponseError",
+    "EngineStalled",
     "EngineStartError",
     "EngineTimeout",
+    "PortTakenError",
     "SpecFrontierError",
     "StoreError",
 ]

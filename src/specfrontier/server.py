@@ -3,8 +3,14 @@
 A server is started in its own session (so its process group id is its pid), bound to 127.0.0.1 on a
 free port, with stdout/stderr going to a log file. It is always stopped by signalling the whole group
 and then reaping it, even if the leader has already exited: workers a server forked must not outlive
-it. On Linux the child also asks the kernel to kill it if specfrontier dies (PR_SET_PDEATHSIG), so a
-SIGKILLed tool leaves no server behind.
+it. If specfrontier itself dies (even by SIGKILL, when no cleanup can run), two things stop the server:
+the kernel kills the leader (PR_SET_PDEATHSIG), and a guard process (`specfrontier.watchdog`) sees the
+tool's end of a pipe close and stops the whole group, the processes the server forked included.
+
+Readiness is proven, not assumed: the health URL must answer 200 AND every socket listening on the port
+must belong to the launched group (`port_owner`), so a program that took the port first is never
+measured in the server's place. An exit before readiness is described by its cause (a signal is named,
+with what it usually means), not by a raw status number.
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
+from urllib.parse import urlsplit
 
 import aiohttp
 
-from specfrontier.errors import EngineStartError, EngineTimeout
+from specfrontier.errors import EngineStartError, EngineTimeout, PortTakenError
+from specfrontier.port_owner import port_ownership
+from specfrontier.watchdog import group_alive
 
 _PR_SET_PDEATHSIG = 1
 
@@ -40,6 +50,30 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_SIGNAL_CAUSES = {
+    signal.SIGILL: "illegal instruction: the binary uses CPU instructions this host lacks (for llama.cpp, a "
+    "build made for another CPU); fix: rebuild for this host with scripts/install.sh (portable build)",
+    signal.SIGKILL: "killed: most often the kernel's out-of-memory killer (see `dmesg`); "
+    "fix: lower the concurrency, context or model size, or free memory",
+    signal.SIGSEGV: "segmentation fault in the engine; fix: see the server log, try another engine version",
+    signal.SIGABRT: "aborted by the engine itself (a failed assertion or fatal error); fix: see the server log",
+    signal.SIGBUS: "bus error (often a truncated or changed model file); fix: check the model file",
+    signal.SIGTERM: "terminated by a SIGTERM that specfrontier did not send; fix: see who stops processes here",
+}
+
+
+def describe_exit(code: int) -> str:
+    """'exited with status 1', or for a negative Popen status the signal's name and usual cause."""
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"was killed by signal {-code}"
+    cause = _SIGNAL_CAUSES.get(sig, "see the server log")
+    return f"was killed by {sig.name} ({cause})"
 
 
 def tail_of(path: Path, lines: int = 25) -> str:
@@ -64,6 +98,7 @@ class ServerProcess:
         self._env = env
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_ns = 0
+        self._guard: subprocess.Popen[bytes] | None = None
         self.startup_s: float | None = None
 
     @property
@@ -71,8 +106,9 @@ class ServerProcess:
         return self._proc.pid if self._proc is not None else None
 
     def start(self) -> None:
-        """Spawn the server; never through a shell (arguments may come from a config file)."""
+        """Spawn the guard, then the server; never through a shell (arguments may come from a config file)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._guard = _start_guard()
         with self.log_path.open("ab") as log:
             self._started_ns = time.perf_counter_ns()
             try:
@@ -86,10 +122,12 @@ class ServerProcess:
                     preexec_fn=_die_with_parent,
                 )
             except OSError as exc:
+                self._release_guard()
                 raise EngineStartError(
                     f"server: argv[0] = {self.argv[0]!r}: cannot execute ({exc.strerror}); "
                     "fix: check engine.binary or run scripts/install.sh"
                 ) from exc
+        _tell(self._guard, f"watch {self._proc.pid}\n")
 
     def exited(self) -> int | None:
         """The exit status if the leader has exited, else None."""
@@ -110,13 +148,14 @@ class ServerProcess:
                 code = self.exited()
                 if code is not None:
                     raise EngineStartError(
-                        f"server exited with status {code} before it was ready",
+                        f"server {describe_exit(code)} before it was ready",
                         log_path=self.log_path,
                         log_tail=tail_of(self.log_path),
                     )
                 with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
                     async with session.get(url) as resp:
                         if resp.status == 200:
+                            self._check_port_owner(url)
                             self.startup_s = (time.perf_counter_ns() - self._started_ns) / 1e9
                             return self.startup_s
                 if time.monotonic() > deadline:
@@ -128,13 +167,31 @@ class ServerProcess:
                     )
                 await asyncio.sleep(poll_s)
 
+    def _check_port_owner(self, url: str) -> None:
+        """Raise PortTakenError if another program listens on the health URL's port (see port_owner)."""
+        assert self._proc is not None
+        port = urlsplit(url).port
+        if port is None:
+            return
+        owner = port_ownership(port, self._proc.pid)
+        if owner.ours is False:
+            raise PortTakenError(
+                f"port 127.0.0.1:{port} answered, but it is held by {owner.describe_foreign()}, "
+                "not by the launched server (it took the port between specfrontier's choice and the "
+                "server's bind); fix: resume the run (a new port is chosen per launch) or stop that program",
+                log_path=self.log_path,
+            )
+
     def stop(self, grace_s: float = 5.0) -> None:
-        """SIGTERM the group, wait up to `grace_s`, SIGKILL the group, reap. Idempotent.
+        """SIGTERM the group, wait up to `grace_s`, SIGKILL the group, reap, release the guard. Idempotent.
 
         The group is signalled even when the leader already exited, because its children may not have.
+        The leader is reaped only after the group is gone, so its pid (the group id) cannot be reused
+        while the guard still knows it.
         """
         proc = self._proc
         if proc is None:
+            self._release_guard()
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -144,6 +201,22 @@ class ServerProcess:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         self._proc = None
+        self._release_guard()
+
+    def _release_guard(self) -> None:
+        """Tell the guard the group is stopped (it must not signal it later), and reap it."""
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return
+        _tell(guard, "done\n")
+        with contextlib.suppress(OSError):
+            if guard.stdin is not None:
+                guard.stdin.close()
+        try:
+            guard.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - the guard exits at once on `done`
+            guard.kill()
+            guard.wait()
 
     def __enter__(self) -> ServerProcess:
         self.start()
@@ -153,15 +226,25 @@ class ServerProcess:
         self.stop()
 
 
-def group_alive(pgid: int) -> bool:
-    """True if any process of the group still exists (used by tests to prove no orphan is left)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _start_guard() -> subprocess.Popen[bytes]:
+    """The watchdog process for one server (see `specfrontier.watchdog`): its stdin is a pipe only this
+    process holds (Popen's pipes are not inherited by later children), in a session of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "specfrontier.watchdog"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
-__all__ = ["ServerProcess", "free_port", "group_alive", "tail_of"]
+def _tell(guard: subprocess.Popen[bytes] | None, line: str) -> None:
+    stream: IO[bytes] | None = guard.stdin if guard is not None else None
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(line.encode())
+        stream.flush()
+
+
+__all__ = ["ServerProcess", "describe_exit", "free_port", "group_alive", "tail_of"]

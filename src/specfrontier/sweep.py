@@ -16,11 +16,19 @@ same seeded arrival schedule for every setting and repeat, warmup/cooldown reque
 stored (see `load.open_loop`). A setting whose server fails is recorded as failed with its log tail
 and the sweep goes on. Every finished cell is committed before the next starts, so a crash loses at
 most the cell in flight, and `resume` re-runs only what is missing.
+
+What counts as a failed setting: the server exits or never becomes ready, another program answers on
+its port (one relaunch on a new port first), it stops answering (`max_consecutive_timeouts` requests
+in a row time out), or every request of a window fails (such a window is no measurement and is not
+stored). The run then ends `incomplete` (some cells missing, resumable; exit 3) or `failed` (no cell
+at all; exit 1) instead of `done`, and `--resume` relaunches each failed setting for exactly its
+missing cells (`RunOutcome`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 from collections.abc import Callable, Sequence
@@ -33,7 +41,14 @@ import aiohttp
 import specfrontier
 from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneConfig, parse_config
 from specfrontier.engines import ENGINES, Capacity, EngineAdapter
-from specfrontier.errors import EngineError, EngineStartError, StoreError
+from specfrontier.errors import (
+    EngineError,
+    EngineResponseError,
+    EngineStartError,
+    PortTakenError,
+    SpecFrontierError,
+    StoreError,
+)
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.load.sessions import run_sessions
 from specfrontier.load.workers import (
@@ -46,7 +61,7 @@ from specfrontier.load.workers import (
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
 from specfrontier.search.planner import SearchPlanner
-from specfrontier.server import ServerProcess, free_port, tail_of
+from specfrontier.server import ServerProcess, describe_exit, free_port, tail_of
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
@@ -66,6 +81,43 @@ class CellDone:
     """Open loop: the cell's target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
     workload: str = ""
     """The cell's workload key."""
+
+
+PORT_ATTEMPTS = 2
+"""Launches of one setting when another program takes its port first (a race, not the setting's fault)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a sweep ended: `done` (every planned cell stored), `incomplete` (some stored, some missing
+    because a setting failed: resumable) or `failed` (not one cell stored: no evidence)."""
+
+    status: str
+    cells: int
+    """Cells of the run stored so far (each one a measurement: windows where every request failed are not)."""
+    missing: int
+    """Cells the sweep planned in this invocation and could not store."""
+    failed_settings: tuple[tuple[str, str], ...] = ()
+    """(setting, first line of its error) for every setting that failed in this invocation."""
+
+    @property
+    def exit_code(self) -> int:
+        """0: complete; 3: partial evidence (resume to complete it); 1: no evidence at all."""
+        return {"done": 0, "incomplete": 3}.get(self.status, 1)
+
+    def summary(self, run_id: str, store: Path) -> str | None:
+        """One line for a run that is not complete (None when it is), naming what failed and the fix."""
+        if self.status == "done":
+            return None
+        failed = "; ".join(f"{name}: {error}" for name, error in self.failed_settings[:3]) or "see the report"
+        more = f" (and {len(self.failed_settings) - 3} more)" if len(self.failed_settings) > 3 else ""
+        resume = f"specfrontier tune --resume {run_id} --store {store}"
+        if self.status == "incomplete":
+            return (
+                f"INCOMPLETE: {self.missing} planned cell(s) missing, {self.cells} stored; failed: {failed}{more}; "
+                f"recommendations use complete evidence only; fix: remove the cause, then {resume}"
+            )
+        return f"FAILED: no cell could be measured; failed: {failed}{more}; fix: remove the cause, then {resume}"
 
 
 @dataclass(slots=True)
@@ -155,20 +207,35 @@ class Sweep:
             register_settings(self.store, run_id, self.config.all_settings())
         return run_id
 
-    async def run(self, run_id: str) -> None:
-        """Measure every missing cell of the settings the search chooses (grid: all listed ones);
-        marks the run done, or interrupted on cancel. `self.planner` keeps the search's trace."""
+    async def run(self, run_id: str) -> RunOutcome:
+        """Measure every missing cell of the settings the search chooses (grid: all listed ones); marks
+        the run done, incomplete or failed (`RunOutcome`), or interrupted on cancel. `self.planner`
+        keeps the search's trace."""
         self.planner = SearchPlanner(self.config, self.store, run_id)
+        self._missing_count = 0
+        self._failed: list[tuple[str, str]] = []
         try:
             while (setting := self.planner.next_setting()) is not None:
                 await self._run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            self.store.set_run_status(run_id, "interrupted")
+        except (asyncio.CancelledError, KeyboardInterrupt, StoreError):
+            self._mark(run_id, "interrupted")  # a store that stopped taking writes interrupts the run: resumable
             raise
         except BaseException:
-            self.store.set_run_status(run_id, "failed")
+            self._mark(run_id, "failed")
             raise
-        self.store.set_run_status(run_id, "done")
+        finally:
+            with contextlib.suppress(SpecFrontierError):
+                self.store.release_run(run_id)
+        cells = len(self.store.done_cells(run_id)) + len(self.store.done_open_cells(run_id))
+        status = "done" if self._missing_count == 0 else ("incomplete" if cells else "failed")
+        self.store.set_run_status(run_id, status)
+        return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
+
+    def _mark(self, run_id: str, status: str) -> None:
+        """Set the run's status on the way out of an error; a store that cannot be written (the error
+        itself, perhaps) must not hide the original exception."""
+        with contextlib.suppress(SpecFrontierError):
+            self.store.set_run_status(run_id, status)
 
     def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, ResolvedWorkload, float]]:
         """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""
@@ -195,19 +262,11 @@ class Sweep:
         todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
             return
-        port = free_port()
-        argv = self.adapter.command(setting, port=port, max_concurrency=self._server_slots())
         log_path = self.log_dir / run_id / f"{setting.name}.log"
-        self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
-        if self.events.on_setting_start:
-            self.events.on_setting_start(setting, argv)
-        server = ServerProcess(argv, log_path)
-        base_url = f"http://127.0.0.1:{port}"
+        server: ServerProcess | None = None
+        stored = 0
         try:
-            server.start()
-            startup_s = await server.wait_ready(
-                base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
-            )
+            server, base_url, startup_s = await self._launch(run_id, setting, log_path)
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
                 capacity = await self.adapter.capacity(session, base_url, setting)
                 self.store.update_setting(
@@ -226,27 +285,60 @@ class Sweep:
                     spec_stats_extractor=self.adapter.request_spec_stats,
                     extra_body=self.adapter.request_extras(),
                     keep_alive=self.adapter.keep_alive,
+                    max_consecutive_timeouts=self.config.max_consecutive_timeouts,
                 ) as client:
                     await self._first_request(run_id, setting, client)
                     top = max(self.config.concurrency)
                     for wl in self.workloads:  # unmeasured: first-request costs, allocator and cache warm-up
-                        await run_closed_loop(
+                        warm = await run_closed_loop(
                             client,
                             list(wl.prompts),
                             wl.sampling,
                             concurrency=top,
                             num_requests=self.config.warmup_rounds * top,
                         )
+                        require_evidence(warm, f"warmup of {wl.key}")
                     for repeat, wl, level in todo:
                         await self._run_cell(run_id, setting, server, session, client, level, repeat, wl)
+                        stored += 1
             self.store.update_setting(run_id, setting.name, status="done")
         except EngineError as exc:
-            tail = exc.log_tail if isinstance(exc, EngineStartError) else tail_of(log_path)
+            tail = exc.log_tail if isinstance(exc, EngineStartError) and exc.log_tail else tail_of(log_path)
             self.store.update_setting(run_id, setting.name, status="failed", error=str(exc), log_tail=tail)
+            self._missing_count += len(todo) - stored
+            self._failed.append((setting.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             if self.events.on_setting_failed:
                 self.events.on_setting_failed(setting, str(exc))
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
+
+    async def _launch(self, run_id: str, setting: SettingLike, log_path: Path) -> tuple[ServerProcess, str, float]:
+        """Start the setting's server on a free port and wait until it is ready and proven ours; a port
+        another program took first costs one more launch on a new port, not the setting."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            port = free_port()
+            argv = self.adapter.command(setting, port=port, max_concurrency=self._server_slots())
+            self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
+            if self.events.on_setting_start:
+                self.events.on_setting_start(setting, argv)
+            server = ServerProcess(argv, log_path)
+            base_url = f"http://127.0.0.1:{port}"
+            try:
+                server.start()
+                startup_s = await server.wait_ready(
+                    base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
+                )
+            except PortTakenError:
+                server.stop()
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                continue
+            except BaseException:
+                server.stop()
+                raise
+            return server, base_url, startup_s
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     def _server_slots(self) -> int:
         """Parallel slots to launch the server with: the top C, or the open loop's in-flight cap if set."""
@@ -328,14 +420,15 @@ class Sweep:
                     workers=resolve_workers(self.config.client_workers, streams=concurrency),
                 )
         records = to_server_time(records, self.adapter.time_scale)
+        where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
         code = server.exited()
         if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
-            where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
             raise EngineStartError(
-                f"server exited with status {code} during the cell {where}",
+                f"server {describe_exit(code)} during the cell {where}",
                 log_path=server.log_path,
                 log_tail=tail_of(server.log_path),
             )
+        require_evidence(records, f"the cell {where} of {wl.key}")
         after = await self.adapter.spec_counters(session, base_url=client.base_url)
         counters, source = _window_counters(before, after, records, self.adapter.counters_source)
         self.store.record_cell(
@@ -363,6 +456,18 @@ class Sweep:
                     workload=wl.key,
                 )
             )
+
+
+def require_evidence(records: Sequence[RequestRecord], where: str) -> None:
+    """Raise EngineResponseError when every request of a window failed: such a window measures the
+    failure, not the setting, so it is not stored and the setting is recorded as failed."""
+    if not records or any(r.ok for r in records):
+        return
+    first = next((r.error for r in records if r.error), "unknown error")
+    raise EngineResponseError(
+        f"every request of {where} failed ({len(records)} of {len(records)}; first: {first[:200]}); "
+        "nothing of it is stored; fix: see the server log"
+    )
 
 
 def to_server_time(records: list[RequestRecord], time_scale: float) -> list[RequestRecord]:
@@ -462,6 +567,7 @@ def open_sweep(
         sweep = Sweep(stored, events=events)
         sweep.prepare()
         sweep.attach(store)
+        store.claim_run(resume)  # one writer per run: a second `--resume` of it stops here with a StoreError
         store.set_run_status(resume, "running")
         return sweep, resume
     if config is None or is_virtual(config):
@@ -478,6 +584,7 @@ __all__ = [
     "PER_REQUEST_EXACT_SOURCE",
     "PER_REQUEST_SOURCE",
     "CellDone",
+    "RunOutcome",
     "Sweep",
     "SweepEvents",
     "environment",
@@ -486,6 +593,7 @@ __all__ = [
     "per_request_counters",
     "register_settings",
     "requests_per_cell",
+    "require_evidence",
     "to_server_time",
     "workload_label",
 ]

@@ -19,6 +19,7 @@ from aiohttp import web
 from specfrontier.analysis import load_run
 from specfrontier.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
 from specfrontier.cli import main
+from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.errors import ConfigError, EngineError
 from specfrontier.store import Store
 from specfrontier.sweep import PER_REQUEST_SOURCE
@@ -74,11 +75,20 @@ def test_levels_parse_and_reject() -> None:
         ({"rates": (1.0,), "duration_s": 2.0, "warmup_s": 2.0}, "leaves nothing"),
         ({"concurrency": (1,), "api": "embeddings"}, "--api = 'embeddings'"),
         ({"concurrency": (1,), "repeats": 0}, "--repeats = 0"),
+        ({"concurrency": (1, 100000)}, r"--concurrency = 100000: more than 4096 .*fix: pass levels from 1 to 4096"),
+        ({"rates": (100000.5,), "requests": 5}, r"--rate = 100000.5: more than 100000 req/s .*fix: pass rates up"),
+        ({"rates": (1.0,), "requests": 5, "max_in_flight": 4097}, r"--max-in-flight = 4097: more than 4096"),
+        ({"concurrency": (1,), "client_workers": 257}, r"--client-workers = 257: more than 256 .*or auto"),
     ],
 )
 def test_bad_options_are_config_errors(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         BenchOptions("http://127.0.0.1:1", **kwargs).validate()  # type: ignore[arg-type]
+
+
+def test_the_largest_loads_tune_accepts_pass() -> None:
+    BenchOptions("http://127.0.0.1:1", concurrency=(MAX_CONCURRENCY,), client_workers=MAX_CLIENT_WORKERS).validate()
+    BenchOptions("http://127.0.0.1:1", rates=(MAX_RATE,), requests=5, max_in_flight=MAX_CONCURRENCY).validate()
 
 
 class LlamaLike:
@@ -205,6 +215,19 @@ def test_unreachable_server_fails_before_a_store_is_created(tmp_path: Path) -> N
     store = tmp_path / "never.db"
     with pytest.raises(EngineError, match=r"no answer .*fix: start the server or correct --url"):
         _bench(BenchOptions("http://127.0.0.1:1", concurrency=(1,), store=store))
+    assert not store.exists()
+
+
+def test_a_non_utf8_prompts_file_fails_before_the_server_is_contacted(tmp_path: Path) -> None:
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_bytes(b'{"id": "a", "prompt": "caf\xe9"}\n')
+    store = tmp_path / "never.db"
+    options = BenchOptions("http://127.0.0.1:1", concurrency=(1,), prompts=str(prompts), store=store)
+    with pytest.raises(ConfigError) as exc:
+        _bench(options)  # port 1 is closed: an EngineError would mean the server was contacted first
+    assert str(exc.value) == (
+        f"--prompts = '{prompts}': not UTF-8 text (byte 0xe9 at offset 26, line 1); fix: save it as UTF-8"
+    )
     assert not store.exists()
 
 

@@ -332,3 +332,78 @@ def test_report_html_to_a_file_and_next_to_the_store(
     code, out, _ = _cli(monkeypatch, capsys, "report", run_id, "--store", str(path), "-f", "html")
     beside = path.with_name(f"{path.stem}-{run_id}.html")
     assert code == 0 and beside.is_file() and beside.name in out.replace("\n", "")
+
+
+# -- output paths ----------------------------------------------------------------------------------
+def _files(folder: Path) -> list[str]:
+    """What is in `folder` besides the store (and SQLite's -wal/-shm files)."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("runs.db"))
+
+
+@pytest.mark.parametrize("fmt", ["terminal", "markdown", "json", "csv", "html"])
+def test_report_to_a_directory_is_one_config_error_and_writes_nothing(
+    stored: tuple[Path, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    fmt: str,
+) -> None:
+    path, run_id = stored
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = _files(tmp_path)
+    code, out, err = _cli(monkeypatch, capsys, "report", run_id, "--store", str(path), "-f", fmt, "-o", str(out_dir))
+    suffix = {"terminal": "txt", "markdown": "md"}.get(fmt, fmt)
+    assert (code, out) == (2, "")
+    assert (
+        err == f"ConfigError: -o = '{out_dir}': is a directory; fix: give a file name, e.g. {out_dir}/report.{suffix}\n"
+    )
+    assert _files(tmp_path) == before  # no out.tmp, no HTML beside the store
+    assert list(out_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["report", "-f", "html"], ["report", "-f", "json"], ["compare", "-f", "html"]])
+def test_output_in_a_missing_directory_is_one_config_error(
+    stored: tuple[Path, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+) -> None:
+    path, run_id = stored
+    target = tmp_path / "missing" / "x.html"
+    runs = [run_id, run_id] if command[0] == "compare" else [run_id]
+    code, out, err = _cli(monkeypatch, capsys, command[0], *runs, *command[1:], "--store", str(path), "-o", str(target))
+    assert (code, out) == (2, "")
+    assert err == (
+        f"ConfigError: -o = '{target}': directory {target.parent} does not exist; "
+        "fix: create it or choose another path\n"
+    )
+    assert _files(tmp_path) == []
+
+
+def test_compare_html_to_a_directory_is_one_config_error(
+    stored: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id = stored
+    code, _, err = _cli(
+        monkeypatch, capsys, "compare", run_id, run_id, "--store", str(path), "-f", "html", "-o", str(tmp_path)
+    )
+    assert code == 2
+    assert (
+        err
+        == f"ConfigError: -o = '{tmp_path}': is a directory; fix: give a file name, e.g. {tmp_path}/comparison.html\n"
+    )
+    assert _files(tmp_path) == []
+
+
+def test_report_file_is_replaced_whole_with_no_tmp_left(
+    stored: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, run_id = stored
+    target = tmp_path / "r.md"
+    target.write_text("stale")
+    code, _, _ = _cli(monkeypatch, capsys, "report", run_id, "--store", str(path), "-f", "markdown", "-o", str(target))
+    assert code == 0
+    assert "### Recommendation" in target.read_text(encoding="utf-8")
+    assert _files(tmp_path) == ["r.md"]

@@ -126,3 +126,125 @@ def test_tail_of_returns_last_lines_and_tolerates_missing_files(tmp_path: Path) 
     log.write_text("\n".join(f"line {i}" for i in range(100)))
     assert tail_of(log, 3).splitlines() == ["line 97", "line 98", "line 99"]
     assert tail_of(tmp_path / "missing.log") == ""
+
+
+# -- the guard (specfrontier.watchdog) and the port owner ------------------------------------------
+
+
+def test_guard_stops_the_group_when_the_pipe_closes_without_done() -> None:
+    """EOF without `done` is the tool's death: the guard stops the whole group it was told to watch."""
+    import subprocess
+
+    from specfrontier.watchdog import guard
+
+    leader = subprocess.Popen([sys.executable, "-c", FORKING_CHILD], stdout=subprocess.PIPE, start_new_session=True)
+    assert leader.stdout is not None
+    grandchild = int(leader.stdout.readline().split()[1])
+    assert guard(iter([f"watch {leader.pid}\n"]), grace_s=1.0) == leader.pid
+    leader.wait(timeout=10)
+    leader.stdout.close()
+    _wait_for(lambda: not group_alive(leader.pid))
+    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
+
+
+def test_guard_leaves_the_group_alone_after_done() -> None:
+    """`done` means the tool stopped the group itself: the id may be reused later and must not be touched."""
+    import subprocess
+
+    from specfrontier.watchdog import guard
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        assert guard(iter([f"watch {bystander.pid}\n", "done\n"]), grace_s=0.1) is None
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_server_whose_tool_is_killed_is_stopped_by_its_guard(tmp_path: Path) -> None:
+    """A tool process that starts a forking server and is then SIGKILLed: the server's group, the
+    grandchild included (it has no parent-death signal), is gone soon after."""
+    import signal
+    import subprocess
+
+    tool = tmp_path / "tool.py"
+    tool.write_text(
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from specfrontier.server import ServerProcess\n"
+        f"server = ServerProcess([sys.executable, '-c', {FORKING_CHILD!r}], Path({str(tmp_path / 's.log')!r}))\n"
+        "server.start()\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(tool)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    pgid = int(proc.stdout.readline())
+    _wait_for(lambda: len((tmp_path / "s.log").read_text().split()) == 2)
+    assert group_alive(pgid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    proc.stdout.close()
+    _wait_for(lambda: not group_alive(pgid), timeout_s=15)
+
+
+async def test_readiness_refuses_a_port_held_by_another_program(tmp_path: Path) -> None:
+    """The health URL answers 200, but from a server this test runs, not from the launched process."""
+    from aiohttp import web
+
+    from specfrontier.errors import PortTakenError
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/health", ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    server = ServerProcess([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log")
+    try:
+        server.start()
+        with pytest.raises(
+            PortTakenError, match=rf"port 127.0.0.1:{port} answered, but it is held by pid {os.getpid()}"
+        ):
+            await server.wait_ready(f"http://127.0.0.1:{port}/health", timeout_s=10)
+    finally:
+        server.stop(grace_s=0.5)
+        await runner.cleanup()
+
+
+def test_port_ownership_reads_proc_listeners() -> None:
+    """Ours when the listener belongs to the group, someone else's otherwise, unknown with no listener."""
+    import socket
+
+    from specfrontier.port_owner import port_ownership
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        mine = port_ownership(port, os.getpgid(0))
+        other = port_ownership(port, 1)
+    assert mine.ours is True
+    assert other.ours is False and other.foreign_pids == (os.getpid(),)
+    assert port_ownership(port, os.getpgid(0)).ours is None  # closed: no listener to judge
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (1, "exited with status 1"),
+        (-4, "was killed by SIGILL (illegal instruction: the binary uses CPU instructions this host lacks"),
+        (-9, "was killed by SIGKILL (killed: most often the kernel's out-of-memory killer"),
+        (-11, "was killed by SIGSEGV (segmentation fault"),
+        (-200, "was killed by signal 200"),
+    ],
+)
+def test_describe_exit_names_the_signal_and_its_usual_cause(code: int, expected: str) -> None:
+    from specfrontier.server import describe_exit
+
+    assert describe_exit(code).startswith(expected)

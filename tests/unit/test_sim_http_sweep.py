@@ -132,19 +132,6 @@ async def test_a_crash_mid_sweep_keeps_finished_cells(tmp_path: Path) -> None:
     assert [(c.setting_id, c.concurrency) for c in store.cells(run_id)] == [("crashes", 1)]
 
 
-async def test_stalled_and_malformed_streams_become_request_errors(tmp_path: Path) -> None:
-    settings = [
-        {"name": "stalls", "extra_args": ["--stall-stream-after", "5"]},
-        {"name": "garbled", "extra_args": ["--malformed-sse"]},
-    ]
-    data = _config(tmp_path / "s.db", settings, concurrency=[1], rounds_per_cell=1, warmup_rounds=0)
-    data["request_timeout_s"] = 1.0
-    store, run_id = await _run(data)
-    errors = {c.setting_id: {r.error.split(" ")[0] for r in c.requests if r.error} for c in store.cells(run_id)}
-    assert errors["stalls"] == {"timeout"}
-    assert errors["garbled"] == {"malformed"}
-
-
 def test_to_server_time_stretches_every_timestamp_from_the_window_start() -> None:
     record = RequestRecord("p", send_ns=1000, end_ns=1600, first_token_ns=1100, chunk_ns=(1100, 1300))
     other = RequestRecord("q", send_ns=1200, end_ns=1400, first_token_ns=None)

@@ -218,9 +218,41 @@ class RunData:
         """Settings the correctness gate marked unsafe (excluded from recommendations unless allowed)."""
         return unsafe_settings(self.gate)
 
+    @property
+    def expected_repeats(self) -> int:
+        """Repeats every cell should have: the config's (`tune` or `bench`), else the most any cell has."""
+        config = self.run.config
+        stated = config.get("repeats", config.get("bench", {}).get("repeats") if isinstance(config, dict) else None)
+        if isinstance(stated, int) and not isinstance(stated, bool) and stated >= 1:
+            return stated
+        return max((c.repeats for c in self.cells), default=1)
+
+    @property
+    def failed_settings(self) -> frozenset[str]:
+        """Settings whose server failed (crash, stall, start-up failure) in their last launch."""
+        return frozenset(s.name for s in self.settings if s.status == "failed")
+
+    def incomplete_cells(self) -> list[CellSummary]:
+        """Cells with fewer stored repeats than the config asked for (a crash or an interruption cut them)."""
+        want = self.expected_repeats
+        return [c for c in self.cells if c.repeats < want]
+
+    def complete_evidence(self) -> RunData:
+        """The run without partial evidence: no cell missing repeats, no cell of a setting whose server failed
+        (it crashed or stalled: whatever it measured before is not a setting to deploy). What the best
+        setting per level, the crossovers and the recommendations are drawn from; the tables show all."""
+        short = {(c.setting, c.workload, c.level) for c in self.incomplete_cells()}
+        failed = self.failed_settings
+        if not short and not failed:
+            return self
+        kept = tuple(c for c in self.cells if c.setting not in failed and (c.setting, c.workload, c.level) not in short)
+        return replace(self, cells=kept)
+
     def recommendable(self) -> RunData:
-        """The run without unsafe settings' cells, unless the config allows them: what recommendations use."""
-        return self if self.allow_unsafe or not self.unsafe else self.without_settings(self.unsafe)
+        """Complete evidence without unsafe settings' cells (unless the config allows them): what
+        recommendations use."""
+        data = self.complete_evidence()
+        return data if data.allow_unsafe or not data.unsafe else data.without_settings(data.unsafe)
 
     @property
     def workloads(self) -> tuple[str, ...]:

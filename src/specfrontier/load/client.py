@@ -8,21 +8,27 @@ Why it is built this way (see the workloads reference, part B):
 - Output token counts come from the server's `usage`, never from counting chunks: with speculative
   decoding one chunk can carry all tokens accepted in a verify step.
 - Server-side failures never raise. A sweep must keep going and report an error rate; only
-  programming errors propagate.
+  programming errors propagate. The one exception is a server that stopped answering: after
+  `max_consecutive_timeouts` timeouts in a row (no success between them) `send` raises `EngineStalled`,
+  so the caller abandons the setting instead of waiting the full timeout for every request left
+  (at the default 300 s, about an hour for one setting). `stall_guard` lifts that error out of the
+  task groups the load patterns run their streams in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
 
+from specfrontier.errors import EngineStalled
 from specfrontier.load.sse import SSEEvent, SSEParser
 from specfrontier.records import (
     ApiKind,
@@ -42,6 +48,26 @@ _STALE_LIMIT = 3
 """Stale kept-alive connections tolerated before a client stops reusing connections altogether."""
 _NO_AIOHTTP_DEADLINE = aiohttp.ClientTimeout(total=None)
 """Our own `asyncio.timeout` is the only deadline, so an injected session's defaults cannot cut streams."""
+
+
+TIMEOUT_ERROR_PREFIX = "timeout after "
+"""How a request that hit `timeout_s` is recorded (its `error` starts with this)."""
+
+
+@contextlib.contextmanager
+def stall_guard() -> Iterator[None]:
+    """Re-raise an `EngineStalled` from a task group as itself (the group wraps it in an
+    ExceptionGroup, and the sweep catches engine errors by type)."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        stalled = group.subgroup(EngineStalled)
+        while stalled is not None:
+            first = stalled.exceptions[0]
+            if isinstance(first, EngineStalled):
+                raise first from None
+            stalled = first if isinstance(first, BaseExceptionGroup) else None
+        raise
 
 
 def build_request_body(prompt: Prompt, sampling: Sampling, model: str | None) -> dict[str, Any]:
@@ -233,9 +259,12 @@ class StreamingClient:
         session: aiohttp.ClientSession | None = None,
         extra_body: Mapping[str, Any] | None = None,
         keep_alive: bool = True,
+        max_consecutive_timeouts: int | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_consecutive_timeouts is not None and max_consecutive_timeouts < 1:
+            raise ValueError(f"max_consecutive_timeouts must be >= 1, got {max_consecutive_timeouts}")
         if session is not None and not keep_alive:
             raise ValueError("keep_alive=False opens a connection per request itself; do not inject a session")
         root = base_url.rstrip("/")
@@ -258,6 +287,9 @@ class StreamingClient:
         self._fresh_session: aiohttp.ClientSession | None = None
         """One connection per request (`force_close`): retries, and everything once `keep_alive` is off."""
         self._closed = False
+        self.max_consecutive_timeouts = max_consecutive_timeouts
+        """Timeouts in a row after which `send` raises EngineStalled (None: never)."""
+        self.consecutive_timeouts = 0
         self.reads = 0
         """Network reads of streamed bodies so far (client health: events per read, per second)."""
         self.events = 0
@@ -327,7 +359,24 @@ class StreamingClient:
             state = _StreamState(prompt.api, self.spec_stats_extractor)
             send_ns = time.perf_counter_ns()
             error, end_ns = await self._attempt(session, url, body, state)
+        self._note_outcome(error)
         return state.record(prompt.prompt_id, send_ns, end_ns, error)
+
+    def _note_outcome(self, error: str | None) -> None:
+        """Count timeouts in a row (a success resets the count); raise EngineStalled at the limit."""
+        if error is None:
+            self.consecutive_timeouts = 0
+            return
+        if not error.startswith(TIMEOUT_ERROR_PREFIX):
+            return
+        self.consecutive_timeouts += 1
+        limit = self.max_consecutive_timeouts
+        if limit is not None and self.consecutive_timeouts >= limit:
+            raise EngineStalled(
+                f"server at {self.base_url} stopped answering: {self.consecutive_timeouts} requests in a row "
+                f"timed out after {self.timeout_s:g} s each; the setting is abandoned; fix: see the server log "
+                "(raise request_timeout_s if requests are legitimately this slow)"
+            )
 
     def _note_stale(self) -> None:
         self.stale_retries += 1
@@ -360,7 +409,7 @@ class StreamingClient:
                         return f"http {resp.status}: {text[:_ERROR_BODY_CHARS]}", time.perf_counter_ns()
                     return await self._consume(resp, state)
         except TimeoutError:
-            return f"timeout after {float(self.timeout_s)} s", time.perf_counter_ns()
+            return f"{TIMEOUT_ERROR_PREFIX}{float(self.timeout_s)} s", time.perf_counter_ns()
         except (aiohttp.ClientError, OSError) as exc:
             end_ns = time.perf_counter_ns()
             stale = isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
@@ -400,4 +449,4 @@ class StreamingClient:
         return None, done_ns
 
 
-__all__ = ["StreamingClient", "build_request_body"]
+__all__ = ["TIMEOUT_ERROR_PREFIX", "StreamingClient", "build_request_body", "stall_guard"]

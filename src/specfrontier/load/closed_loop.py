@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from specfrontier.load.client import StreamingClient
+from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
 
@@ -64,9 +64,10 @@ async def run_closed_loop(
             # it is made, so this delays nothing that is measured.
             await asyncio.sleep(0)
 
-    async with asyncio.TaskGroup() as group:
-        for _ in range(min(concurrency, num_requests)):
-            group.create_task(worker())
+    with stall_guard():
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(concurrency, num_requests)):
+                group.create_task(worker())
     done = [record for record in records if record is not None]
     assert len(done) == num_requests, "every index is taken by exactly one worker"
     return done

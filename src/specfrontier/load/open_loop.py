@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from specfrontier.load.client import StreamingClient
+from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
 _NS_PER_S = 1_000_000_000
@@ -142,16 +142,17 @@ async def run_open_loop(
             if slots is not None:
                 slots.release()
 
-    async with asyncio.TaskGroup() as group:
-        for index, due in enumerate(scheduled):
-            delay = (due - time.perf_counter_ns()) / _NS_PER_S
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if slots is not None:
-                if slots.locked():
-                    cap_waits += 1
-                await slots.acquire()
-            group.create_task(one(index))
+    with stall_guard():
+        async with asyncio.TaskGroup() as group:
+            for index, due in enumerate(scheduled):
+                delay = (due - time.perf_counter_ns()) / _NS_PER_S
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if slots is not None:
+                    if slots.locked():
+                        cap_waits += 1
+                    await slots.acquire()
+                group.create_task(one(index))
     done = tuple(r for r in records if r is not None)
     assert len(done) == len(offsets), "every scheduled request was sent once"
     return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from specfrontier.load.client import StreamingClient
+from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.load.closed_loop import check_pool
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
@@ -44,9 +44,10 @@ async def run_sessions(
             for turn in sessions[index % len(sessions)]:
                 records[index].append(await client.send(turn, sampling))
 
-    async with asyncio.TaskGroup() as group:
-        for _ in range(min(concurrency, total)):
-            group.create_task(worker())
+    with stall_guard():
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(concurrency, total)):
+                group.create_task(worker())
     return [r for session in records for r in session]
 
 

@@ -41,7 +41,8 @@ from multiprocessing.connection import Connection
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any, Literal, TypeVar
 
-from specfrontier.load.client import StreamingClient
+from specfrontier.errors import EngineStalled
+from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
 from specfrontier.load.open_loop import OpenLoopResult, measure_schedule
@@ -109,6 +110,7 @@ class ClientSpec:
     spec_stats_extractor: SpecStatsExtractor | None
     extra_body: dict[str, Any] = field(default_factory=dict)
     keep_alive: bool = True
+    max_consecutive_timeouts: int | None = None
 
     @classmethod
     def of(cls, client: StreamingClient) -> ClientSpec:
@@ -119,6 +121,7 @@ class ClientSpec:
             client.spec_stats_extractor,
             client.extra_body,
             client.keep_alive,
+            client.max_consecutive_timeouts,
         )
 
     def build(self) -> StreamingClient:
@@ -129,6 +132,7 @@ class ClientSpec:
             spec_stats_extractor=self.spec_stats_extractor,
             extra_body=self.extra_body,
             keep_alive=self.keep_alive,
+            max_consecutive_timeouts=self.max_consecutive_timeouts,
         )
 
 
@@ -200,9 +204,10 @@ async def _run_closed_job(
                 counter.value = index + 1
             out.append((index, await client.send(job.prompts[index % len(job.prompts)], job.sampling)))
 
-    async with asyncio.TaskGroup() as group:
-        for _ in range(job.streams):
-            group.create_task(stream())
+    with stall_guard():
+        async with asyncio.TaskGroup() as group:
+            for _ in range(job.streams):
+                group.create_task(stream())
     return out
 
 
@@ -218,16 +223,17 @@ async def _run_open_job(client: StreamingClient, job: _OpenJob) -> tuple[list[tu
             if slots is not None:
                 slots.release()
 
-    async with asyncio.TaskGroup() as group:
-        for index, due in zip(job.indices, job.scheduled_ns, strict=True):
-            delay = (due - time.perf_counter_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if slots is not None:
-                if slots.locked():
-                    cap_waits += 1
-                await slots.acquire()
-            group.create_task(one(index))
+    with stall_guard():
+        async with asyncio.TaskGroup() as group:
+            for index, due in zip(job.indices, job.scheduled_ns, strict=True):
+                delay = (due - time.perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if slots is not None:
+                    if slots.locked():
+                        cap_waits += 1
+                    await slots.acquire()
+                group.create_task(one(index))
     return out, cap_waits
 
 
@@ -273,6 +279,8 @@ def _worker_main(spec: ClientSpec, counter: Synchronized[int], conn: Connection)
         conn.send(("done", result))
     except EOFError:  # the parent gave up before `go`
         return
+    except EngineStalled as exc:  # the server stopped answering: the parent abandons the setting
+        conn.send(("stalled", str(exc)))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
     finally:
@@ -333,6 +341,8 @@ def _expect(conn: Connection, want: str, k: int, n: int) -> Any:
         raise WorkerError(f"client worker {k + 1}/{n} exited without a result") from exc
     if message == "error":
         raise WorkerError(f"client worker {k + 1}/{n} failed:\n{payload}")
+    if message == "stalled":
+        raise EngineStalled(str(payload))
     if message != want:
         raise WorkerError(f"client worker {k + 1}/{n}: expected {want!r}, got {message!r}")
     return payload

@@ -41,6 +41,11 @@ class CellExport(_Export):
     )
     spikes: list[dict[str, Any]] = Field(description="Slices whose TTFT or TPOT p99 > 3x that repeat's median.")
     repeats: int = Field(description="Measured repeats of the cell.")
+    complete: bool = Field(
+        True,
+        description="All the repeats the run asked for are stored and the setting's server did not fail: the cell "
+        "is evidence for recommendations (false: partial evidence, shown but never recommended).",
+    )
     per_request_tok_s_p50: float | None = Field(description="Median over repeats of the p50 per-request tok/s.")
     per_request_tok_s_p10: float | None = Field(description="Median over repeats of the p10 per-request tok/s.")
     aggregate_tok_s: float | None = Field(description="Median over repeats of aggregate output tok/s.")
@@ -103,6 +108,7 @@ def _cell(data: RunData, c: CellSummary) -> CellExport:
         time_slices=[[asdict(x) for x in repeat] for repeat in c.slices],
         spikes=[{"repeat": r, **asdict(x), "factor": x.factor} for r, x in c.spikes],
         repeats=c.repeats,
+        complete=c.repeats >= data.expected_repeats and c.setting not in data.failed_settings,
         per_request_tok_s_p50=c.per_request_tok_s_p50.median,
         per_request_tok_s_p10=c.per_request_tok_s_p10.median,
         aggregate_tok_s=c.aggregate_tok_s.median,
@@ -260,7 +266,7 @@ def decisions_json(data: RunData) -> dict[str, Any]:
                 "beyond_spread": b.beyond_spread,
                 "speedup_vs_baseline": b.speedup_vs_baseline,
             }
-            for b in best_per_concurrency(data)
+            for b in best_per_concurrency(data.complete_evidence())
         ],
         "crossovers": [
             {
@@ -270,7 +276,7 @@ def decisions_json(data: RunData) -> dict[str, Any]:
                 "from": x.from_c,
                 "beyond_spread": x.beyond_spread,
             }
-            for x in crossovers(data)
+            for x in crossovers(data.complete_evidence())
         ],
         "recommendations": [
             {

@@ -164,7 +164,7 @@ def settings_table(data: RunData) -> Table:
 
 def best_table(data: RunData) -> Table:
     rows = []
-    for b in best_per_concurrency(data):
+    for b in best_per_concurrency(data.complete_evidence()):
         rows.append(
             [
                 str(b.concurrency),
@@ -183,14 +183,15 @@ def best_table(data: RunData) -> Table:
         [
             "best = highest median aggregate tok/s at that C; margin = best / runner-up - 1 on medians; "
             "beyond spread = the two bootstrap 95% intervals of the median do not overlap and the margin is over "
-            "1% (else a tie; the recommendation then takes the cheapest tied setting)."
+            "1% (else a tie; the recommendation then takes the cheapest tied setting). Complete evidence only: "
+            "cells missing repeats and settings whose server failed are left out (see the flags)."
         ],
     )
 
 
 def crossover_lines(data: RunData) -> list[str]:
     lines = []
-    for x in crossovers(data):
+    for x in crossovers(data.complete_evidence()):
         certainty = "" if x.beyond_spread else " (within the spread of repeats at one end: not certain)"
         lines.append(
             f"{x.winner_low} beats {x.winner_high} up to {data.level_text(x.up_to)}, "
@@ -213,9 +214,18 @@ def flag_lines(data: RunData) -> list[str]:
     lines = []
     for s in data.settings:
         if s.status == "failed":
-            lines.append(f"setting {s.name} failed: {(s.error or '').splitlines()[0] if s.error else '?'}")
+            lines.append(
+                f"setting {s.name} failed: {(s.error or '').splitlines()[0] if s.error else '?'} "
+                "(its cells are not used for recommendations)"
+            )
+    want = data.expected_repeats
     for c in data.cells:
         at = data.level_text(c.level)
+        if c.repeats < want:
+            lines.append(
+                f"{c.setting} {at}: incomplete, {c.repeats} of {want} repeats stored (not used for recommendations; "
+                "`tune --resume` measures the rest)"
+            )
         if c.errors:
             lines.append(f"{c.setting} {at}: {c.errors} of {c.requests} requests failed")
         if c.noisy:

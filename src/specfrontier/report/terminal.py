@@ -48,6 +48,12 @@ def print_report(data: RunData, console: Console) -> None:
     )
     if env.get("simulated"):
         console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
+    if run.status in ("incomplete", "interrupted", "failed"):
+        console.print(
+            f"[bold yellow]run {escape(run.status)}: partial evidence (cells missing repeats, settings whose server "
+            f"failed) is shown but never recommended; complete it with: specfrontier tune --resume "
+            f"{escape(run.run_id)}[/bold yellow]"
+        )
     for workload, view in data.workload_views():
         if data.multi_workload:
             console.print()

@@ -326,6 +326,12 @@ class Face:
         self.completed += 1
         limit = self.config.crash_after
         if limit is not None and self.completed >= limit:
+            once = self.config.crash_once_file
+            if once is not None:
+                if os.path.exists(once):
+                    return
+                with open(once, "w", encoding="utf-8") as marker:
+                    marker.write("crashed once\n")
             log(f"simulated crash after {self.completed} completed requests (--crash-after {limit})", "ERROR")
             os._exit(1)
 

@@ -36,6 +36,9 @@ class FaceConfig:
     stall_stream_after: int | None = None
     malformed_sse: bool = False
     crash_after: int | None = None
+    crash_once_file: str | None = None
+    """With `crash_after`: crash only while this file does not exist, and create it when crashing (a
+    transient crash: the relaunch a `--resume` makes then runs clean)."""
 
 
 class BadRequest(Exception):

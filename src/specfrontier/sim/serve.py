@@ -5,9 +5,10 @@ command line takes SGLang's own flag spellings (engines.md 1.1-1.4) so that the 
 launch it, probe `--help` and read `/server_info` exactly as it does for `sglang.launch_server`; it
 applies SGLang's start-up rules through `resolve_setting` and prints SGLang's warnings and errors.
 
-Fault knobs (`--fail-at-start`, `--oom-above`, `--crash-after`, `--hang`, `--stall-stream-after`,
-`--malformed-sse`, `--slow-start`) make the failures a real server shows on demand, for reliability
-tests of the launcher, the client and the sweep.
+Fault knobs (`--fail-at-start`, `--oom-above`, `--crash-after` with `--crash-once-file`, `--hang`,
+`--stall-stream-after`, `--malformed-sse`, `--slow-start`, `--bind-delay`, `--fork-child`) make the
+failures a real server shows on demand, for reliability tests of the launcher, the client and the sweep
+(tests/faults/, docs/reliability.md).
 
 The face binds only the host it is given (127.0.0.1 by default); a host that is not a loopback address
 is refused unless `--allow-remote` is passed, so it is never exposed on other interfaces by accident.
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import ipaddress
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -94,7 +96,36 @@ def build_parser() -> argparse.ArgumentParser:
     fault.add_argument("--stall-stream-after", type=int, default=None, metavar="N", help="Stop streams at N tokens.")
     fault.add_argument("--malformed-sse", action="store_true", help="Send one broken JSON chunk per stream.")
     fault.add_argument("--slow-start", type=_non_negative_float, default=None, metavar="S", help="503 for S s.")
+    fault.add_argument(
+        "--crash-once-file", default=None, metavar="PATH", help="--crash-after only while PATH is absent; creates it."
+    )
+    fault.add_argument(
+        "--bind-delay",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="S",
+        help="Bind the port only after S s (SGLang and vLLM load the model before they listen).",
+    )
+    fault.add_argument(
+        "--fork-child",
+        action="store_true",
+        help="Start a child process that outlives its parent (as vLLM's engine core does).",
+    )
     return parser
+
+
+FORKED_CHILD_MARK = "specfrontier-sim-forked-child"
+"""In the forked child's command line, so tests can find it."""
+
+
+def _fork_child() -> subprocess.Popen[bytes]:
+    """A long-lived child in the server's process group with no parent-death signal of its own, like the
+    engine-core and scheduler processes vLLM and SGLang start: it survives its parent unless the whole
+    group is stopped."""
+    code = f"import time  # {FORKED_CHILD_MARK}\nwhile True:\n    time.sleep(3600)\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -200,10 +231,11 @@ def make_config(args: argparse.Namespace) -> FaceConfig:
         stall_stream_after=args.stall_stream_after,
         malformed_sse=args.malformed_sse,
         crash_after=args.crash_after,
+        crash_once_file=args.crash_once_file,
     )
 
 
-async def serve(config: FaceConfig, host: str, port: int) -> None:
+async def serve(config: FaceConfig, host: str, port: int, bind_delay_s: float = 0.0) -> None:
     """Run the face until SIGTERM or SIGINT, then close it (open streams get SHUTDOWN_TIMEOUT_S)."""
     runner = web.AppRunner(build_app(config), access_log=None)
     await runner.setup()
@@ -211,6 +243,9 @@ async def serve(config: FaceConfig, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if bind_delay_s > 0:
+        log(f"loading weights before binding the port ({bind_delay_s:g} s, --bind-delay)")
+        await asyncio.sleep(bind_delay_s)
     try:
         site = web.TCPSite(runner, host, port, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await site.start()
@@ -242,8 +277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(simulated: max_running_requests = {mrr} > --oom-above {args.oom_above})"
         )
     log(f"server_args={config.server_args} (simulated profile {config.profile.name}: a MODEL, not a measurement)")
+    if args.fork_child:
+        child = _fork_child()
+        log(f"started child process {child.pid} (--fork-child)")
     try:
-        asyncio.run(serve(config, args.host, args.port))
+        asyncio.run(serve(config, args.host, args.port, args.bind_delay))
     except OSError as exc:
         return _fail(f"OSError: cannot bind {args.host}:{args.port}: {exc.strerror or exc}")
     return 0

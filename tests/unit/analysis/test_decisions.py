@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,23 @@ def test_recommend_keeps_a_speculative_win_clear_of_the_baseline(tmp_path: Path)
     (rec,) = recommend(_run(tmp_path, table))
     assert (rec.setting, rec.beyond_spread) == ("ngram", False)
     assert rec.note.startswith(f"{110 / 51:.2f}x-{110 / 51:.2f}x the baseline's aggregate tok/s")
+
+
+def test_partial_evidence_is_shown_but_never_recommended(tmp_path: Path) -> None:
+    """A cell missing a repeat, and every cell of a setting whose server failed, are left out of the best
+    table and the recommendation even when they are the fastest; the cells themselves stay in the run."""
+    data = _run(
+        tmp_path,
+        {
+            "base": {1: [100, 101, 99], 4: [300, 301, 299]},
+            "short": {1: [200, 201]},  # one repeat missing (a crash cut it)
+            "crashed": {1: [150, 151, 149], 4: [900, 901, 899]},
+        },
+    )
+    failed = replace(data.setting("crashed"), status="failed", error="server exited with status 1 during the cell C=4")
+    data = replace(data, settings=tuple(failed if s.name == "crashed" else s for s in data.settings))
+    assert data.expected_repeats == 3
+    assert [c.setting for c in data.incomplete_cells()] == ["short"]
+    assert {c.setting for c in data.cells} == {"base", "short", "crashed"}  # shown
+    assert {b.setting for b in best_per_concurrency(data.complete_evidence())} == {"base"}
+    assert [(r.setting, r.concurrency) for r in recommend(data)] == [("base", (1, 4))]

@@ -508,3 +508,42 @@ async def test_extra_body_fields_are_sent_with_every_request(make_server: MakeSe
     assert record.error is None
     assert bodies[0]["cache_prompt"] is False
     assert bodies[0]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+async def test_consecutive_timeouts_raise_engine_stalled_and_a_success_resets_the_count(
+    make_server: MakeServer,
+) -> None:
+    """A server that stopped answering costs `max_consecutive_timeouts` timeouts, not one per request left."""
+    from specfrontier.errors import EngineStalled
+
+    answer = {"stall": True}
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if answer["stall"]:
+            return await stream(request, [5.0])
+        return await stream(request, [sse(chat_chunk("a", finish="stop", usage=usage(3, 1))), sse("[DONE]")])
+
+    url = await make_server(handler)
+    async with StreamingClient(url, timeout_s=0.2, max_consecutive_timeouts=2) as client:
+        first = await client.send(CHAT, GREEDY)
+        assert first.error == "timeout after 0.2 s" and client.consecutive_timeouts == 1
+        answer["stall"] = False
+        assert (await client.send(CHAT, GREEDY)).ok and client.consecutive_timeouts == 0
+        answer["stall"] = True
+        await client.send(CHAT, GREEDY)
+        with pytest.raises(EngineStalled, match=r"2 requests in a row timed out after 0\.2 s each"):
+            await client.send(CHAT, GREEDY)
+
+
+async def test_a_stall_inside_the_closed_loop_surfaces_as_engine_stalled(make_server: MakeServer) -> None:
+    """The task group wraps the error; `stall_guard` lifts it out, so the sweep can catch it by type."""
+    from specfrontier.errors import EngineStalled
+    from specfrontier.load.closed_loop import run_closed_loop
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await stream(request, [5.0])
+
+    url = await make_server(handler)
+    async with StreamingClient(url, timeout_s=0.2, max_consecutive_timeouts=3) as client:
+        with pytest.raises(EngineStalled):
+            await run_closed_loop(client, [CHAT], GREEDY, concurrency=4, num_requests=40)
