@@ -7,11 +7,13 @@ Public API (stable; guided search builds on it):
     p = model.predict(SettingParams(steps=5, family="EAGLE3"), concurrency=16)
     p.per_request_tok_s, p.aggregate_tok_s, p.aggregate_interval, p.batch, p.tau
 
-Everything here is a MODEL fitted to measurements: predictions are not measurements, and every report
-built on them says so and shows the model's error on the cells it was fitted to and held out.
+The formulas (capacity law, cycle time, acceptance length) are the performance theory's, shared with
+the simulator (`specfrontier.theory`); this package fits them. Everything here is a MODEL fitted to
+measurements: predictions are not measurements, and every report built on them says so and shows the
+model's error on the cells it was fitted to and held out.
 """
 
-from specfrontier.model.acceptance import FamilyAcceptance, chain_tau, tree_tau
+from specfrontier.model.acceptance import FamilyAcceptance
 from specfrontier.model.capacity import CapacityLaw, fit_capacity
 from specfrontier.model.cells import cells_from_run, setting_params
 from specfrontier.model.cycle import FORMS, CycleModel
@@ -28,9 +30,7 @@ __all__ = [
     "Prediction",
     "SettingParams",
     "cells_from_run",
-    "chain_tau",
     "fit_capacity",
     "fit_model",
     "setting_params",
-    "tree_tau",
 ]

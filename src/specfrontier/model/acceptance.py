@@ -1,14 +1,10 @@
-"""Acceptance length tau(setting) from measured acceptance (theory.md 1.2-1.3).
+"""Acceptance per drafter family, fitted from measured acceptance; tau(setting) from it (theory.md 1.2-1.3).
 
-Chain (topk 1): `tau(s) = 1 + sum_{i<=s} prod_{j<=i} a_j`, with `a_j` = P(draft j accepted | drafts
-1..j-1 accepted). Measured per-position counters give `a_j` directly up to the deepest measured position;
-deeper positions reuse the last measured rate (EAGLE-3's per-position acceptance is nearly flat with
-depth, so this is the documented prior, and `plan` says when it extrapolates).
-
-Tree (topk > 1): under greedy verification siblings are exclusive, so `tau = 1 + sum over verified nodes
-of P(path accepted)`. The rank-probability model gives the best candidate probability q1 = alpha and
-spreads the rest geometrically over lower ranks (q_k = (1 - alpha) * (1 - g) * g^(k-2), g = 0.5); the
-verified tree is the D - 1 most probable nodes (EAGLE-2's global reranking), found best-first.
+The formulas are the performance theory's (`theory.acceptance`, shared with the simulator): a chain's
+`tau(s) = 1 + sum_{i<=s} prod_{j<=i} a_j`, with deeper positions than measured reusing the last measured
+rate (`plan` says when it extrapolates), and a tree's tau from the rank-probability best-first model at
+the family's single rate alpha. Measured per-position counters give `a_j` directly: counter i is
+P(the first i drafts are all accepted), so `a_j` = r_j / r_{j-1}.
 
 Why fitted per family: an n-gram drafter and an EAGLE head accept differently, so each drafter
 (`SettingParams.family`) gets its own rates; without any measured acceptance the rate is fitted from
@@ -17,16 +13,15 @@ throughput instead (`fit.py`), and every output says which source was used.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specfrontier.model.types import ModelCell, SettingParams
+from specfrontier.theory.acceptance import chain_tau, rates_to_depth, tree_tau
 
-SIBLING_DECAY = 0.5
-"""g: how fast the probability of lower-ranked draft candidates falls (rank-probability tree model)."""
 MAX_ALPHA = 0.9995
+"""Highest rate the model uses: a rate of exactly 1 would claim the drafter is never wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +35,6 @@ class FamilyAcceptance:
     def constant(cls, alpha: float, source: str) -> FamilyAcceptance:
         return cls((min(MAX_ALPHA, max(0.0, alpha)),), source)
 
-    def rate(self, position: int) -> float:
-        """a_j for 1-based position j (the last measured rate beyond the measured depth)."""
-        return self.conditional[min(position, len(self.conditional)) - 1]
-
     @property
     def alpha(self) -> float:
         """Geometric mean of the conditional rates: the single rate used for trees."""
@@ -55,40 +46,8 @@ class FamilyAcceptance:
         if not params.speculative:
             return 1.0
         if params.topk == 1:
-            return chain_tau([self.rate(j) for j in range(1, params.steps + 1)])
+            return chain_tau(rates_to_depth(self.conditional, params.steps))
         return tree_tau(self.alpha, params.steps, params.topk, params.verified)
-
-
-def chain_tau(conditional: Sequence[float]) -> float:
-    """1 + sum_i prod_{j<=i} a_j."""
-    tau, survive = 1.0, 1.0
-    for a in conditional:
-        survive *= a
-        tau += survive
-    return tau
-
-
-def _rank_probabilities(alpha: float, topk: int) -> list[float]:
-    rest = 1.0 - alpha
-    return [alpha] + [rest * (1.0 - SIBLING_DECAY) * SIBLING_DECAY ** (k - 2) for k in range(2, topk + 1)]
-
-
-def tree_tau(alpha: float, depth: int, topk: int, verified: int) -> float:
-    """tau of the best `verified - 1` nodes of a depth x topk draft tree (best-first over path products)."""
-    ranks = _rank_probabilities(alpha, topk)
-    # Path products only shrink with depth, so the most probable nodes always form a subtree (a node is
-    # taken only after its parent): expanding best-first from the root's children is exact.
-    frontier: list[tuple[float, int]] = [(-q, 1) for q in ranks]
-    heapq.heapify(frontier)
-    tau, taken = 1.0, 0
-    while frontier and taken < verified - 1:
-        neg, level = heapq.heappop(frontier)
-        tau += -neg
-        taken += 1
-        if level < depth:
-            for q in ranks:
-                heapq.heappush(frontier, (neg * q, level + 1))
-    return tau
 
 
 def solve_alpha(params: SettingParams, tau: float) -> float:
@@ -144,4 +103,4 @@ def fit_acceptance(cells: Sequence[ModelCell]) -> dict[str, FamilyAcceptance]:
     return out
 
 
-__all__ = ["SIBLING_DECAY", "FamilyAcceptance", "chain_tau", "fit_acceptance", "solve_alpha", "tree_tau"]
+__all__ = ["MAX_ALPHA", "FamilyAcceptance", "fit_acceptance", "solve_alpha"]

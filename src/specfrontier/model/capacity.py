@@ -1,20 +1,24 @@
 """The engine's capacity (max running requests) per setting, fitted from read-back capacities (theory 2.4).
 
 Hybrid linear-attention models in SGLang lose running slots to speculation: every running request holds
-S0 recurrent-state slots plus one per verified draft token, so `MRR(D) = floor(M / (S0 + D))`. When the
-read-back capacities of two or more speculative settings fall with D, the law is fitted exactly (the S0
-on a 0.5 grid that reproduces every reading, M in the middle of the feasible range). When they do not
-depend on D (llama.cpp slots, a pure-attention KV pool), the capacity is a constant. Without readings
-the batch is the client concurrency. A setting's own reading always wins over the law.
+S0 recurrent-state slots plus one per verified draft token, so `MRR(D) = floor(M / (S0 + D))` (the law
+is `theory.capacity`'s, shared with the simulator). When the read-back capacities of two or more
+speculative settings fall with D, the law is solved exactly (the first S0 on a 0.5 grid from 0 to 16
+that reproduces every reading, M in the middle of the feasible range). When they do not depend on D
+(llama.cpp slots, a pure-attention KV pool), the capacity is a constant. Without readings the batch is
+the client concurrency. A setting's own reading always wins over the law.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specfrontier.model.types import ModelCell, SettingParams
+from specfrontier.theory.capacity import hybrid_state_capacity, solve_hybrid_state_law, with_user_cap
+
+S0_GRID = tuple(x / 2 for x in range(0, 33))
+"""Candidate recurrent-state slots per request S0, in the order they are tried."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +38,10 @@ class CapacityLaw:
             law: int | None = self.no_spec
         elif self.kind == "hybrid-state" and params.speculative:
             assert self.state_slots is not None and self.slots_per_request is not None
-            law = max(1, math.floor(self.state_slots / (self.slots_per_request + params.verified) + 1e-9))
+            law = hybrid_state_capacity(self.state_slots, self.slots_per_request, params.verified)
         else:
             law = self.constant
-        cap = params.max_running_requests
-        if cap is None:
-            return law
-        return cap if law is None else min(cap, law)
+        return with_user_cap(law, params.max_running_requests)
 
     def describe(self) -> str:
         if self.kind == "hybrid-state":
@@ -70,7 +71,7 @@ def fit_capacity(cells: Sequence[ModelCell]) -> CapacityLaw:
         by_d[d] = min(cap, by_d.get(d, cap))
     if len(set(by_d.values())) == 1:
         return CapacityLaw("constant", constant=next(iter(by_d.values())), no_spec=no_spec_cap)
-    law = _hybrid_law(sorted(by_d.items()))
+    law = solve_hybrid_state_law(sorted(by_d.items()), S0_GRID)
     if law is not None:
         return CapacityLaw("hybrid-state", law[0], law[1], no_spec=no_spec_cap, note=f"(fits {len(by_d)} readings)")
     return CapacityLaw(
@@ -81,18 +82,4 @@ def fit_capacity(cells: Sequence[ModelCell]) -> CapacityLaw:
     )
 
 
-def _hybrid_law(readings: Sequence[tuple[int, int]]) -> tuple[float, float] | None:
-    """(M, S0) with floor(M / (S0 + D)) == reading for every (D, reading), or None."""
-    for s0 in (x / 2 for x in range(0, 33)):
-        lo = max(mrr * (s0 + d) for d, mrr in readings)
-        hi = min((mrr + 1) * (s0 + d) for d, mrr in readings)
-        if lo >= hi:
-            continue
-        integers = [m for m in range(math.ceil(lo), math.ceil(hi)) if m < hi]
-        m = float(integers[len(integers) // 2]) if integers else (lo + hi) / 2
-        if all(math.floor(m / (s0 + d) + 1e-9) == mrr for d, mrr in readings):
-            return m, s0
-    return None
-
-
-__all__ = ["CapacityLaw", "fit_capacity"]
+__all__ = ["S0_GRID", "CapacityLaw", "fit_capacity"]

@@ -1,17 +1,17 @@
-"""Cycle time T(B, setting): one draft + verify iteration over B running requests (theory 2.1, 6.1).
+"""Fitting the cycle time T(B, setting), one draft + verify iteration over B requests (theory 2.1, 6.1).
 
-Three forms, each linear in non-negative coefficients once one shape parameter is fixed:
+The three forms and their verify terms are the performance theory's (`theory.cycle`, shared with the
+simulator); each is linear in non-negative coefficients once one shape parameter is fixed:
 
 - dense:    T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cv*B*D
-- moe:      dense + ce * (1 - (1 - rho)^(B*D))   expert coverage (MoESD): distinct experts touched by the
-            B*D verified tokens, E*(1-(1-k/E)^n), with E folded into ce; rho = k/E is known from the model
-            card or chosen on a grid
-- roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   flat while memory-bound, then
-            linear in verified tokens past the ridge n0 (chosen on a grid)
+- moe:      dense + ce * (1 - (1 - rho)^(B*D))   MoESD expert coverage with E folded into ce; rho = k/E
+            is known from the model card or chosen on a grid (RHO_GRID)
+- roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   ridge n0 on a grid (RIDGE_GRID)
 
 s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
-draft cost). Coefficients are fitted by non-negative least squares on RELATIVE residuals (T_pred/T_obs - 1),
-so a 2 ms and a 40 ms cycle weigh the same, and every term stays physical (no negative costs).
+draft cost, so this module lays the draft columns out per family). Coefficients are fitted by
+non-negative least squares on RELATIVE residuals (T_pred/T_obs - 1), so a 2 ms and a 40 ms cycle weigh
+the same, and every term stays physical (no negative costs).
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specfrontier.model.types import SettingParams
+from specfrontier.theory.cycle import CYCLE_FORMS, VERIFY_TERM_NAMES, verified_tokens, verify_terms
 
 Matrix = NDArray[np.float64]
-FORMS = ("dense", "moe", "roofline")
+FORMS = CYCLE_FORMS
+"""The forms the model fits and chooses between: all of the theory's."""
 RHO_GRID = tuple(float(x) for x in np.geomspace(1 / 1024, 1 / 4, 11))
 RIDGE_GRID = (8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
 
@@ -72,9 +74,7 @@ def term_names(form: str, families: Sequence[str]) -> list[str]:
     names = ["fixed_ms", "per_request_ms"]
     for f in families:
         names += [f"draft_step_ms[{f}]", f"draft_token_ms[{f}]"]
-    names += {"dense": ["verify_token_ms"], "moe": ["expert_coverage_ms", "verify_token_ms"]}.get(
-        form, ["compute_token_ms"]
-    )
+    names += VERIFY_TERM_NAMES.get(form, VERIFY_TERM_NAMES["roofline"])
     return [*names, *OVERHEAD_TERMS]
 
 
@@ -85,21 +85,11 @@ OVERHEAD_TERMS = ("request_overhead_ms", "request_overhead_per_running_ms")
 def features(form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams) -> Matrix:
     """The design row of one (B, setting) for `form`."""
     b = float(batch)
-    n = b * params.verified
     row = [1.0, b]
     for f in families:
         own = params.speculative and params.family == f
         row += [params.steps if own else 0.0, params.steps * b * params.topk if own else 0.0]
-    if form == "dense":
-        row.append(n)
-    elif form == "moe":
-        assert shape is not None
-        row += [1.0 - (1.0 - shape) ** n, n]
-    elif form == "roofline":
-        assert shape is not None
-        row.append(max(0.0, n - shape))
-    else:
-        raise ValueError(f"unknown cycle form {form!r}")
+    row += verify_terms(form, shape, verified_tokens(b, params.verified))
     return np.asarray(row, dtype=np.float64)
 
 

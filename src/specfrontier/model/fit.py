@@ -28,6 +28,8 @@ from specfrontier.model.acceptance import FamilyAcceptance, fit_acceptance
 from specfrontier.model.capacity import CapacityLaw, fit_capacity
 from specfrontier.model.cycle import FORMS, CycleModel, CycleObservation, fit_form, shapes
 from specfrontier.model.types import ModelCell, Prediction, SettingParams
+from specfrontier.theory.capacity import with_user_cap
+from specfrontier.theory.throughput import per_request_tok_s, running_requests
 
 ALPHA_COARSE = tuple(float(a) for a in np.linspace(0.40, 0.995, 12))
 INTERVAL_WIDTH = 2.0
@@ -80,8 +82,7 @@ class FittedModel:
     def capacity(self, params: SettingParams) -> int | None:
         """Running-request capacity: the setting's read-back value if measured, else the fitted law."""
         if params in self.measured_capacity:
-            cap = self.measured_capacity[params]
-            return cap if params.max_running_requests is None else min(cap, params.max_running_requests)
+            return with_user_cap(self.measured_capacity[params], params.max_running_requests)
         return self.capacity_law.capacity(params)
 
     def predict(self, params: SettingParams, concurrency: int) -> Prediction:
@@ -94,12 +95,12 @@ class FittedModel:
                 f"(fitted: {', '.join(self.cycle.families) or 'none'}); fix: measure one setting of that drafter"
             )
         cap = self.capacity(params)
-        batch = concurrency if cap is None else max(1, min(concurrency, cap))
+        batch = running_requests(concurrency, cap)
         tau = self.tau(params)
         cycle = self.cycle.cycle_ms(batch, params)
         if cycle <= 0:
             raise ConfigError(f"model: cycle time at B={batch} is {cycle:.3g} ms; fix: fit on more cells")
-        per_request = 1000.0 * tau / cycle
+        per_request = per_request_tok_s(tau, cycle)
         aggregate = batch * per_request
         if self.output_tokens:
             # L tokens take L / v seconds of decoding plus the turnaround overhead O(B) per request.
@@ -187,8 +188,7 @@ def _observations(ctx: _Context, alpha: float | None, cells: Sequence[ModelCell]
     probe = ctx.model(CycleModel("dense", None, ctx.families, ()), alpha, 0.0, None)
     out = []
     for c in cells:
-        cap = probe.capacity(c.params)
-        batch = c.concurrency if cap is None else max(1, min(c.concurrency, cap))
+        batch = running_requests(c.concurrency, probe.capacity(c.params))
         tau = probe.tau(c.params)
         if c.per_request_tok_s is not None:
             out.append(CycleObservation(batch, c.params, 1000.0 * tau / c.per_request_tok_s))

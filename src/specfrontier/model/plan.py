@@ -23,6 +23,7 @@ from specfrontier.model.cells import cells_from_run, output_tokens_by_cell, sett
 from specfrontier.model.fit import FittedModel, fit_model
 from specfrontier.model.types import ModelCell, Prediction, SettingParams
 from specfrontier.store import Store
+from specfrontier.theory.cycle import routing_ratio
 
 EXTRA_DEPTH = 2
 
@@ -70,8 +71,7 @@ def _rho(config: dict[str, Any], environment: dict[str, Any]) -> float | None:
     """k/E of an MoE target: from an imported file's `model`, or the simulator profile's model shape."""
     model = config.get("model")
     if isinstance(model, dict) and model.get("experts") and model.get("experts_per_token"):
-        experts, per_token = int(model["experts"]), int(model["experts_per_token"])
-        return per_token / experts if per_token < experts else None
+        return routing_ratio(int(model["experts"]), int(model["experts_per_token"]))
     profile = environment.get("profile")
     if environment.get("simulated") and isinstance(profile, str):
         from specfrontier.sim.profile import load_profile
@@ -80,7 +80,7 @@ def _rho(config: dict[str, Any], environment: dict[str, Any]) -> float | None:
             shape = load_profile(profile).model
         except ConfigError:
             return None
-        return shape.experts_per_token / shape.experts if shape.experts_per_token < shape.experts else None
+        return routing_ratio(shape.experts, shape.experts_per_token)
     return None
 
 

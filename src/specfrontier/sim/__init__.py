@@ -3,8 +3,10 @@
 Everything this package returns is a MODEL PREDICTION, not a measurement: a profile (`profiles/*.json`)
 describes a deployment by a capacity law, a draft/verify cycle cost with an MoE expert-coverage term,
 a prefill cost and per-workload acceptance; the event loop (`core`) turns a setting and a load into
-per-request timings. Use it to plan sweeps, to test the tool end to end without a GPU, and to check a
-model against measured cells (`calibrate`), never in place of measuring the real server.
+per-request timings. The formulas are the performance theory's (`specfrontier.theory`, shared with the
+fitted model); `costs` maps a profile onto them. Use it to plan sweeps, to test the tool end to end
+without a GPU, and to check a model against measured cells (`calibrate`), never in place of measuring
+the real server.
 
 - `profile`: `SimProfile`, `load_profile(name)`; `setting`: SGLang's flag rules (`SimSetting`);
 - `core`: the event loop; `virtual`: closed-loop cells in virtual time returning `RequestRecord`s,
@@ -21,7 +23,7 @@ from specfrontier.sim.calibrate import (
     render_table,
 )
 from specfrontier.sim.core import ServerCore, SimRequest, StepResult
-from specfrontier.sim.costs import capacity, capacity_law, cycle_time_ms, expert_coverage, prefill_time_ms
+from specfrontier.sim.costs import capacity, capacity_law, cycle_time_ms, prefill_time_ms
 from specfrontier.sim.measurements import MeasuredCell, Measurements, load_measurements, parse_measurements
 from specfrontier.sim.profile import SimProfile, WorkloadModel, available_profiles, load_profile, parse_profile
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
@@ -57,7 +59,6 @@ __all__ = [
     "capacity",
     "capacity_law",
     "cycle_time_ms",
-    "expert_coverage",
     "load_measurements",
     "load_profile",
     "parse_measurements",

@@ -17,7 +17,6 @@ Method:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from specfrontier.sim.measurements import Measurements, load_measurements
 from specfrontier.sim.profile import SimProfile, load_profile
 from specfrontier.sim.steady import steady_cell
 from specfrontier.sim.virtual import SeedProtocol, seed_setting, simulate_seed_cell
+from specfrontier.theory.capacity import solve_hybrid_state_law
 
 ACCEPTANCE = "acceptance_miss_scale"
 """Pseudo-parameter: scales the miss rate 1 - a of every rate of the protocol's workload class."""
@@ -118,25 +118,20 @@ def with_parameters(profile: SimProfile, values: dict[str, float], workload: str
 
 
 def fit_capacity(profile: SimProfile, reported: Sequence[tuple[int, int]]) -> SimProfile:
-    """The profile with (S0, M) reproducing every reported (steps, max_running_requests), when one exists."""
+    """The profile with (S0, M) reproducing every reported (steps, max_running_requests), when one exists.
+
+    Reports at SGLang's speculation default cap say nothing about the law and are left out; the
+    profile's own S0 is tried first, so a profile that already fits keeps it."""
     reports = [(steps + 1, mrr) for steps, mrr in reported if mrr < profile.capacity.spec_default_cap]
     if not reports:
         return profile
-    per_draft = profile.capacity.slots_per_draft_token
     candidates = [profile.capacity.slots_per_request] + [x / 2 for x in range(17)]
-    for s0 in candidates:
-        lo = max(mrr * (s0 + per_draft * d) for d, mrr in reports)
-        hi = min((mrr + 1) * (s0 + per_draft * d) for d, mrr in reports)
-        if lo >= hi:
-            continue
-        integers = [m for m in range(math.ceil(lo), math.ceil(hi)) if m < hi]
-        m = float(integers[len(integers) // 2]) if integers else (lo + hi) / 2
-        data = profile.model_dump()
-        data["capacity"].update(state_slots=m, slots_per_request=s0)
-        fitted = SimProfile.model_validate(data)
-        if all(capacity_law(fitted, d) == mrr for d, mrr in reports):
-            return fitted
-    return profile
+    law = solve_hybrid_state_law(reports, candidates, profile.capacity.slots_per_draft_token)
+    if law is None:
+        return profile
+    data = profile.model_dump()
+    data["capacity"].update(state_slots=law[0], slots_per_request=law[1])
+    return SimProfile.model_validate(data)
 
 
 def _targets(measurements: Measurements) -> list[tuple[int, int, str, float]]:

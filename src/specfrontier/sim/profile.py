@@ -2,7 +2,8 @@
 
 A profile is a MODEL of one (target model, draft, hardware, engine version) deployment, not a
 measurement of it. Each number is either fitted to published or measured cells (see `calibrate`) or
-assumed; a profile's `description` must say which is which. Equations (theory.md sections 1-2, 6.1):
+assumed; a profile's `description` must say which is which. Equations (theory.md sections 1-2, 6.1;
+computed by `specfrontier.theory`, which the fitted model shares):
 
 - capacity: `MRR(D) = min(cap, floor(state_slots / (slots_per_request + slots_per_draft_token * D)))`
   with D = num_draft_tokens; `cap` is the user's max_running_requests, or SGLang's 48 under

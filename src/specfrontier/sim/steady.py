@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specfrontier.sim.acceptance import acceptance_length, workload_rates
+from specfrontier.sim.acceptance import workload_rates
 from specfrontier.sim.costs import capacity, cycle_time_ms
 from specfrontier.sim.profile import SimProfile
 from specfrontier.sim.setting import SimSetting, resolve_setting
+from specfrontier.theory.acceptance import chain_tau
+from specfrontier.theory.throughput import per_request_tok_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,7 @@ def steady_cell(
     """The surrogate's prediction for one closed-loop cell with fixed-length (ignore_eos) outputs."""
     resolved = resolve_setting(setting, spec_default_cap=profile.capacity.spec_default_cap)
     batch = min(concurrency, capacity(profile, resolved))
-    tau = acceptance_length(workload_rates(profile.workload(workload), resolved, temperature))
+    tau = chain_tau(workload_rates(profile.workload(workload), resolved, temperature))
     cycle = cycle_time_ms(profile, resolved, batch)
     prompt = batch * input_tokens
     chunks = max(1, math.ceil(prompt / profile.prefill.chunk_tokens))
@@ -61,7 +63,7 @@ def steady_cell(
         batch=batch,
         acceptance_length=tau,
         cycle_ms=cycle,
-        per_request_tok_s=1000.0 * tau / cycle,
+        per_request_tok_s=per_request_tok_s(tau, cycle),
         aggregate_tok_s=1000.0 * batch * max_tokens / wave_ms,
     )
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.model import ModelCell, SettingParams, chain_tau, fit_capacity, fit_model, tree_tau
+from specfrontier.model import ModelCell, SettingParams, fit_capacity, fit_model
 from specfrontier.model.acceptance import FamilyAcceptance, solve_alpha
 from specfrontier.model.cycle import nnls
+from specfrontier.theory.acceptance import chain_tau, tree_tau
 
 RATES = (0.9, 0.85, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8)
 

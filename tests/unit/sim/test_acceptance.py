@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from specfrontier.sim import SimSetting, expert_coverage, load_profile, resolve_setting
-from specfrontier.sim.acceptance import acceptance_length, chain_rates, tree_widths, workload_rates
+from specfrontier.sim import SimSetting, load_profile, resolve_setting
+from specfrontier.sim.acceptance import chain_rates, workload_rates
+from specfrontier.theory.acceptance import chain_tau as acceptance_length
+from specfrontier.theory.acceptance import widened_chain_widths as tree_widths
+from specfrontier.theory.cycle import expert_coverage
 
 
 def test_chain_tau_matches_the_geometric_formula() -> None:

@@ -1,0 +1,140 @@
+"""Cycle time T(B, s): one draft + verify iteration over B running requests (theory.md 2.1, 6.1).
+
+The full cycle, as the simulator states it for a known deployment (s = draft depth, k = topk,
+D = verified tokens per request, n = B * D verified tokens per cycle):
+
+    T = base + request * B + expert * Ncov(n) + verify_token * n + compute_token * max(0, n - knee)
+        [+ spec_overhead + s * (draft_step + draft_token * B * k)   with speculation on]
+
+- Ncov(n) = E * (1 - (1 - k_e/E)^n) is the MoESD expected number of distinct experts the n verified
+  tokens touch per layer under uniform routing (E experts, k_e per token): MoE verification reads the
+  weights of the experts it touches, so its cost follows coverage, not tokens (arXiv 2505.19645).
+- max(0, n - knee) is the roofline hinge: verification is memory-bound (nearly free per token) until n
+  reaches the ridge, then compute-bound.
+
+The fitted model cannot identify every term from a few cells, so it fits one of three linear FORMS,
+each the full cycle with some terms left out (and a drafter family's own draft costs):
+
+    dense:    verify_token * n
+    moe:      ce * Ncov(n) / E + verify_token * n     E folded into ce, rho = k_e/E known or on a grid
+    roofline: compute_token * max(0, n - n0)          ridge n0 on a grid
+
+`verify_terms` gives each form's verify columns; the model adds the fixed, per-request and draft columns.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+CYCLE_FORMS = ("dense", "moe", "roofline")
+"""The linear cycle-time forms, simplest first (the fitted model prefers the simpler one on a tie)."""
+VERIFY_TERM_NAMES: dict[str, tuple[str, ...]] = {
+    "dense": ("verify_token_ms",),
+    "moe": ("expert_coverage_ms", "verify_token_ms"),
+    "roofline": ("compute_token_ms",),
+}
+"""Per form, the names of the coefficients of `verify_terms`' columns, in order."""
+
+
+class CycleCosts(Protocol):
+    """The per-term costs of the full cycle in ms (a simulator profile's `cycle` section has them)."""
+
+    @property
+    def base_ms(self) -> float: ...
+    @property
+    def request_ms(self) -> float: ...
+    @property
+    def spec_overhead_ms(self) -> float: ...
+    @property
+    def draft_step_ms(self) -> float: ...
+    @property
+    def draft_token_ms(self) -> float: ...
+    @property
+    def expert_ms(self) -> float: ...
+    @property
+    def verify_token_ms(self) -> float: ...
+    @property
+    def compute_knee_tokens(self) -> float: ...
+    @property
+    def compute_token_ms(self) -> float: ...
+
+
+def verified_tokens(batch: float, draft_tokens: int) -> float:
+    """n = B * D: tokens one verify forward processes for B running requests."""
+    return batch * draft_tokens
+
+
+def routing_ratio(experts: int, experts_per_token: int) -> float | None:
+    """rho = k_e / E of an MoE target, or None for a dense one (every token reaches every expert)."""
+    return experts_per_token / experts if experts_per_token < experts else None
+
+
+def expert_coverage_fraction(tokens: float, rho: float) -> float:
+    """Ncov(n) / E = 1 - (1 - rho)^n: the share of experts `tokens` tokens touch (MoESD, uniform routing)."""
+    return float(1.0 - (1.0 - rho) ** tokens)
+
+
+def expert_coverage(tokens: float, experts: int, experts_per_token: int) -> float:
+    """Ncov(n) = E * (1 - (1 - k_e/E)^n), distinct experts touched per layer; 0 for no tokens, and the
+    constant E for a dense model (k_e == E), which a fit absorbs into the fixed cost."""
+    if tokens <= 0:
+        return 0.0
+    if experts_per_token >= experts:
+        return float(experts)
+    return float(experts * expert_coverage_fraction(tokens, experts_per_token / experts))
+
+
+def compute_bound_tokens(tokens: float, ridge_tokens: float) -> float:
+    """max(0, n - n0): verified tokens past the roofline ridge, the ones that cost compute time."""
+    return max(0.0, tokens - ridge_tokens)
+
+
+def verify_terms(form: str, shape: float | None, tokens: float) -> list[float]:
+    """The verify columns of a linear form at n = `tokens` (shape: rho for moe, the ridge for roofline)."""
+    if form == "dense":
+        return [tokens]
+    if form == "moe":
+        assert shape is not None
+        return [expert_coverage_fraction(tokens, shape), tokens]
+    if form == "roofline":
+        assert shape is not None
+        return [compute_bound_tokens(tokens, shape)]
+    raise ValueError(f"unknown cycle form {form!r}")
+
+
+def cycle_time_ms(
+    costs: CycleCosts,
+    batch: int,
+    speculative: bool,
+    steps: int,
+    topk: int,
+    draft_tokens: int,
+    experts: int,
+    experts_per_token: int,
+) -> float:
+    """The full T(B, s) in ms for known per-term costs (0 for an empty batch)."""
+    if batch <= 0:
+        return 0.0
+    verified = verified_tokens(batch, draft_tokens)
+    t = costs.base_ms + costs.request_ms * batch
+    t += costs.expert_ms * expert_coverage(verified, experts, experts_per_token)
+    t += costs.verify_token_ms * verified
+    t += costs.compute_token_ms * compute_bound_tokens(verified, costs.compute_knee_tokens)
+    if speculative:
+        t += costs.spec_overhead_ms
+        t += steps * (costs.draft_step_ms + costs.draft_token_ms * batch * topk)
+    return t
+
+
+__all__ = [
+    "CYCLE_FORMS",
+    "VERIFY_TERM_NAMES",
+    "CycleCosts",
+    "compute_bound_tokens",
+    "cycle_time_ms",
+    "expert_coverage",
+    "expert_coverage_fraction",
+    "routing_ratio",
+    "verified_tokens",
+    "verify_terms",
+]
