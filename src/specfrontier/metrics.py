@@ -58,9 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specfrontier.records import RequestRecord
-
-_NS_PER_S = 1e9
-_NS_PER_MS = 1e6
+from specfrontier.units import NS_PER_MS, ns_to_ms, ns_to_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +177,7 @@ def token_itl(r: RequestRecord) -> tuple[list[float], list[float], bool]:
     ends = times[carrying]
     starts = np.concatenate((times[:1], ends[:-1]))  # a token-less chunk's gap carries over
     kept = tokens[carrying]
-    return ((ends - starts) / kept / _NS_PER_MS).tolist(), kept.tolist(), estimated
+    return ((ends - starts) / kept / NS_PER_MS).tolist(), kept.tolist(), estimated
 
 
 def peak_concurrency(records: Sequence[RequestRecord]) -> int:
@@ -204,7 +202,7 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
             raise ValueError(f"record {r.prompt_id!r} has no error but no completion_tokens")
 
     window_ns = max(r.end_ns for r in records) - min(r.send_ns for r in records)
-    window_s = window_ns / _NS_PER_S
+    window_s = ns_to_s(window_ns)
     ok = [r for r in records if r.ok]
     requests = len(records)
     errors = requests - len(ok)
@@ -226,10 +224,10 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
         output_tokens += tokens
         chunks += len(r.chunk_ns)
         e2e_ns = r.end_ns - r.send_ns
-        e2e_ms.append(e2e_ns / _NS_PER_MS)
+        e2e_ms.append(ns_to_ms(e2e_ns))
         if e2e_ns > 0:
-            e2e_tok_s.append(tokens / (e2e_ns / _NS_PER_S))
-        gaps_ms.extend((np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / _NS_PER_MS).tolist())
+            e2e_tok_s.append(tokens / ns_to_s(e2e_ns))
+        gaps_ms.extend((np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / NS_PER_MS).tolist())
         values, weights, estimated = token_itl(r)
         itl_values += values
         itl_weights += weights
@@ -239,11 +237,11 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
         if r.first_token_ns is None:
             continue
         ttft_ns = r.first_token_ns - r.send_ns
-        ttft_ms.append(ttft_ns / _NS_PER_MS)
+        ttft_ms.append(ns_to_ms(ttft_ns))
         decode_ns = e2e_ns - ttft_ns
         if tokens >= 2 and decode_ns > 0:
-            tpot_ms.append(decode_ns / (tokens - 1) / _NS_PER_MS)
-            tok_s.append((tokens - 1) / (decode_ns / _NS_PER_S))
+            tpot_ms.append(ns_to_ms(decode_ns / (tokens - 1)))
+            tok_s.append((tokens - 1) / ns_to_s(decode_ns))
 
     with_spec = [r.spec for r in ok if r.spec is not None]
     draft_tokens = sum(s.draft_tokens for s in with_spec) if with_spec else None

@@ -33,6 +33,7 @@ import aiohttp
 
 from specfrontier.errors import EngineStartError, EngineTimeout, PortTakenError
 from specfrontier.port_owner import port_ownership
+from specfrontier.units import ns_to_s
 from specfrontier.watchdog import group_alive
 
 _PR_SET_PDEATHSIG = 1
@@ -156,7 +157,7 @@ class ServerProcess:
                     async with session.get(url) as resp:
                         if resp.status == 200:
                             self._check_port_owner(url)
-                            self.startup_s = (time.perf_counter_ns() - self._started_ns) / 1e9
+                            self.startup_s = ns_to_s(time.perf_counter_ns() - self._started_ns)
                             return self.startup_s
                 if time.monotonic() > deadline:
                     raise EngineTimeout(

@@ -19,13 +19,12 @@ import numpy as np
 
 from specfrontier.errors import ConfigError
 from specfrontier.records import RequestRecord
+from specfrontier.units import ns_to_ms, ns_to_s
 
 SloMetric = Literal["ttft", "tpot", "e2e"]
 
 _KEY = re.compile(r"^(ttft|tpot|e2e)_p(\d+(?:\.\d+)?)_ms$")
 _EXAMPLE = "--slo ttft_p90_ms=500,tpot_p90_ms=50"
-_NS_PER_MS = 1e6
-_NS_PER_S = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +80,16 @@ def parse_slo(text: str | None, *, option: str = "--slo") -> tuple[Slo, ...]:
 def request_value_ms(r: RequestRecord, metric: SloMetric) -> float | None:
     """The request's own TTFT, TPOT or E2E in ms (None: it has none, e.g. TPOT of a 1-token answer)."""
     if metric == "e2e":
-        return (r.end_ns - r.send_ns) / _NS_PER_MS
+        return ns_to_ms(r.end_ns - r.send_ns)
     if r.first_token_ns is None:
         return None
     if metric == "ttft":
-        return (r.first_token_ns - r.send_ns) / _NS_PER_MS
+        return ns_to_ms(r.first_token_ns - r.send_ns)
     tokens = r.completion_tokens or 0
     decode_ns = r.end_ns - r.first_token_ns
     if tokens < 2 or decode_ns <= 0:
         return None
-    return decode_ns / (tokens - 1) / _NS_PER_MS
+    return ns_to_ms(decode_ns / (tokens - 1))
 
 
 def request_is_good(r: RequestRecord, slos: Sequence[Slo]) -> bool:
@@ -173,7 +172,7 @@ def window_goodput(records: Sequence[RequestRecord], slos: Sequence[Slo]) -> Win
     """Goodput of one window: all its records (errors included), the window as in `metrics`."""
     if not records:
         raise ValueError("window_goodput needs at least one record")
-    window_s = (max(r.end_ns for r in records) - min(r.send_ns for r in records)) / _NS_PER_S
+    window_s = ns_to_s(max(r.end_ns for r in records) - min(r.send_ns for r in records))
     good = [r for r in records if request_is_good(r, slos)]
     return WindowGoodput(
         requests=len(records),

@@ -28,12 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from specfrontier.records import RequestRecord
+from specfrontier.units import NS_PER_S, ns_to_ms
 
 SPIKE_FACTOR = 3.0
 """A slice's p99 above this multiple of the cell's median is reported as a spike."""
-
-_NS_PER_S = 1e9
-_NS_PER_MS = 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +74,7 @@ def _tpot_ms(r: RequestRecord) -> float | None:
     tokens = r.completion_tokens or 0
     if r.first_token_ns is None or tokens < 2 or r.end_ns <= r.first_token_ns:
         return None
-    return (r.end_ns - r.first_token_ns) / (tokens - 1) / _NS_PER_MS
+    return ns_to_ms((r.end_ns - r.first_token_ns) / (tokens - 1))
 
 
 def _chunk_tokens(r: RequestRecord) -> list[float]:
@@ -94,7 +92,7 @@ def time_slices(records: Sequence[RequestRecord], slice_s: float = 1.0) -> list[
     if not records:
         return []
     start = min(r.send_ns for r in records)
-    width = slice_s * _NS_PER_S
+    width = slice_s * NS_PER_S
     count = int((max(r.end_ns for r in records) - start) // width) + 1
 
     def slot(t_ns: int) -> int:
@@ -115,7 +113,7 @@ def time_slices(records: Sequence[RequestRecord], slice_s: float = 1.0) -> list[
             chunk_slots = np.minimum((np.asarray(r.chunk_ns, dtype=np.int64) - start) // width, count - 1)
             tokens += np.bincount(chunk_slots.astype(np.int64), weights=_chunk_tokens(r), minlength=count)
         if r.first_token_ns is not None:
-            ttft[slot(r.first_token_ns)].append((r.first_token_ns - r.send_ns) / _NS_PER_MS)
+            ttft[slot(r.first_token_ns)].append(ns_to_ms(r.first_token_ns - r.send_ns))
         value = _tpot_ms(r)
         if value is not None:
             tpot[k].append(value)
@@ -139,7 +137,7 @@ def spikes(records: Sequence[RequestRecord], slices: Sequence[TimeSlice]) -> lis
     """Slices whose TTFT or TPOT p99 exceeds SPIKE_FACTOR x the cell median (see the module docstring)."""
     ok = [r for r in records if r.ok]
     medians = {
-        "ttft": _pct([(r.first_token_ns - r.send_ns) / _NS_PER_MS for r in ok if r.first_token_ns is not None], 50),
+        "ttft": _pct([ns_to_ms(r.first_token_ns - r.send_ns) for r in ok if r.first_token_ns is not None], 50),
         "tpot": _pct([v for v in (_tpot_ms(r) for r in ok) if v is not None], 50),
     }
     found = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from specfrontier.records import RequestRecord
 from specfrontier.store import CellRow
+from specfrontier.units import ns_to_ms
 from specfrontier.workloads.resolve import TURN_SEPARATOR
 
 
@@ -57,7 +58,7 @@ def turn_summaries(rows: Iterable[CellRow]) -> list[TurnSummary]:
                 groups[(row.setting_id, row.workload, level, turn)].append(r)
     out = []
     for (setting, workload, level, turn), reqs in sorted(groups.items()):
-        ttft = [(r.first_token_ns - r.send_ns) / 1e6 for r in reqs if r.first_token_ns is not None]
+        ttft = [ns_to_ms(r.first_token_ns - r.send_ns) for r in reqs if r.first_token_ns is not None]
         out.append(
             TurnSummary(
                 setting,
@@ -67,7 +68,7 @@ def turn_summaries(rows: Iterable[CellRow]) -> list[TurnSummary]:
                 len(reqs),
                 _p50([float(r.prompt_tokens) for r in reqs if r.prompt_tokens is not None]),
                 _p50(ttft),
-                _p50([(r.end_ns - r.send_ns) / 1e6 for r in reqs]),
+                _p50([ns_to_ms(r.end_ns - r.send_ns) for r in reqs]),
                 sum(r.spec.draft_tokens for r in reqs if r.spec is not None),
                 sum(r.spec.accepted_tokens for r in reqs if r.spec is not None),
             )

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.load.health import saturated
+from specfrontier.metric_specs import CELL_METRICS, MetricSpec
 from specfrontier.metrics import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.slo import Slo, WindowGoodput, window_goodput
@@ -109,6 +110,13 @@ class GoodputSummary:
 
 @dataclass(frozen=True, slots=True)
 class CellSummary:
+    """One cell over its repeats.
+
+    Its metric fields (a `Figure`, or an int summed over repeats) are those `metric_specs.CELL_METRICS`
+    declares and are filled from that declaration; they stay spelled out here so that every use is
+    type-checked (a test keeps the two lists equal). The other fields are facts of the cell.
+    """
+
     setting: str
     concurrency: int
     workload: str
@@ -154,6 +162,13 @@ class CellSummary:
     acceptance_length_request_weighted: Figure = _NO_FIGURE
     goodput: GoodputSummary | None = None
     """Under the report's SLOs (`--slo`); None when none were given."""
+
+    def figure(self, name: str) -> Figure:
+        """The figure over repeats of a declared metric (`metric_specs`), by name."""
+        value = getattr(self, name)
+        if not isinstance(value, Figure):
+            raise KeyError(f"CellSummary.{name} is not a figure over repeats")
+        return value
 
     @property
     def level(self) -> float:
@@ -339,13 +354,20 @@ def _sum_counters(parts: Sequence[SpecCounters]) -> SpecCounters:
     )
 
 
+def _over_repeats(spec: MetricSpec, metrics: Sequence[CellMetrics]) -> Figure | int:
+    """One declared metric of a cell: a Figure of the per-window values, or their sum (`metric_specs`)."""
+    values = [spec.window_value(m) for m in metrics]
+    if spec.over_repeats == "sum":
+        return int(sum(v or 0 for v in values))
+    return Figure.of(values)
+
+
 def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = ()) -> CellSummary:
     first = group[0][0]
     metrics = [m for _, m in group]
-
-    def fig(get: Callable[[CellMetrics], float | None]) -> Figure:
-        return Figure.of([get(m) for m in metrics])
-
+    # Every declared metric, by name: typed Any because each is a Figure or an int field of CellSummary
+    # (tests/unit/test_metric_specs.py checks the declaration against the fields).
+    declared: dict[str, Any] = {spec.name: _over_repeats(spec, metrics) for spec in CELL_METRICS}
     counters = [row.counters for row, _ in group if row.counters is not None]
     sources = {row.acceptance_source for row, _ in group if row.acceptance_source}
     slices = tuple(tuple(time_slices(row.requests)) for row, _ in group)
@@ -357,17 +379,6 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = (
         concurrency=first.concurrency,
         workload=first.workload,
         repeats=len(group),
-        per_request_tok_s_p50=fig(lambda m: m.per_request_tok_s_p50),
-        per_request_tok_s_p10=fig(lambda m: m.per_request_tok_s_p10),
-        aggregate_tok_s=fig(lambda m: m.aggregate_tok_s),
-        ttft_p50_ms=fig(lambda m: m.ttft_p50_ms),
-        ttft_p90_ms=fig(lambda m: m.ttft_p90_ms),
-        ttft_p99_ms=fig(lambda m: m.ttft_p99_ms),
-        tpot_p50_ms=fig(lambda m: m.tpot_p50_ms),
-        tpot_p90_ms=fig(lambda m: m.tpot_p90_ms),
-        achieved_concurrency=fig(lambda m: m.achieved_concurrency),
-        requests=sum(m.requests for m in metrics),
-        errors=sum(m.errors for m in metrics),
         counters=_sum_counters(counters) if counters else None,
         acceptance_source=" + ".join(sorted(sources)) or None,
         request_rate=first.request_rate,
@@ -375,19 +386,8 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = (
         slices=slices,
         spikes=found,
         client_health=tuple(row.client_health for row, _ in group if row.client_health is not None),
-        tpot_p99_ms=fig(lambda m: m.tpot_p99_ms),
-        e2e_p50_ms=fig(lambda m: m.e2e_p50_ms),
-        e2e_p99_ms=fig(lambda m: m.e2e_p99_ms),
-        e2e_tok_s_p50=fig(lambda m: m.e2e_tok_s_p50),
-        itl_p50_ms=fig(lambda m: m.itl_p50_ms),
-        itl_p99_ms=fig(lambda m: m.itl_p99_ms),
-        chunk_gap_p50_ms=fig(lambda m: m.chunk_gap_p50_ms),
-        chunk_gap_p99_ms=fig(lambda m: m.chunk_gap_p99_ms),
-        tokens_per_chunk_mean=fig(lambda m: m.tokens_per_chunk_mean),
-        itl_estimated_requests=sum(m.itl_estimated_requests for m in metrics),
-        acceptance_rate_request_weighted=fig(lambda m: m.request_acceptance_rate_request_weighted),
-        acceptance_length_request_weighted=fig(lambda m: m.acceptance_length_request_weighted),
         goodput=GoodputSummary(tuple(window_goodput(row.requests, slos) for row, _ in group)) if slos else None,
+        **declared,
     )
 
 

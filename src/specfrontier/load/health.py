@@ -30,14 +30,14 @@ from typing import Any, Self
 
 import numpy as np
 
+from specfrontier.units import MS_PER_S, ns_to_ms, ns_to_s, s_to_ns
+
 TICK_S = 0.005
 """How often the ticker asks to wake up: 200 samples per second, negligible cost."""
 LAG_P99_LIMIT_MS = 5.0
 """Lag p99 above this marks the client saturated (see the module docstring)."""
 CPU_LIMIT = 0.9
 """Client CPU time / window wall time above this (of one core) marks the client saturated."""
-
-_NS_PER_MS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +100,13 @@ class ClientHealth:
             workers=len(parts),
             lag_p50_ms=_percentile_ms(pooled, 50),
             lag_p99_ms=_percentile_ms(pooled, 99),
-            lag_max_ms=max(pooled) / _NS_PER_MS if pooled else None,
+            lag_max_ms=ns_to_ms(max(pooled)) if pooled else None,
             lag_samples=len(pooled),
             cpu_fraction=tuple(p.cpu_fraction for p in parts),
             worker_lag_p99_ms=per_worker_p99,
             reads=sum(p.reads for p in parts),
             events=sum(p.events for p in parts),
-            wall_s=max(p.wall_ns for p in parts) / 1e9,
+            wall_s=ns_to_s(max(p.wall_ns for p in parts)),
             loops=tuple(p.loop for p in parts),
             saturated=bool(reasons),
             reasons=tuple(reasons),
@@ -128,7 +128,7 @@ class ClientHealth:
             "lag_p99_ms": self.lag_p99_ms,
             "lag_max_ms": self.lag_max_ms,
             "lag_samples": self.lag_samples,
-            "tick_ms": TICK_S * 1000,
+            "tick_ms": TICK_S * MS_PER_S,
             "cpu_fraction": list(self.cpu_fraction),
             "worker_lag_p99_ms": list(self.worker_lag_p99_ms),
             "reads": self.reads,
@@ -146,7 +146,7 @@ class ClientHealth:
 def _percentile_ms(lags_ns: tuple[int, ...] | list[int], q: float) -> float | None:
     if not lags_ns:
         return None
-    return float(np.percentile(np.asarray(lags_ns, dtype=np.float64), q)) / _NS_PER_MS
+    return ns_to_ms(float(np.percentile(np.asarray(lags_ns, dtype=np.float64), q)))
 
 
 class HealthMonitor:
@@ -162,7 +162,7 @@ class HealthMonitor:
     def __init__(self, tick_s: float = TICK_S) -> None:
         if tick_s <= 0:
             raise ValueError(f"tick_s must be > 0, got {tick_s}")
-        self._tick_ns = round(tick_s * 1e9)
+        self._tick_ns = s_to_ns(tick_s)
         self._lags: list[int] = []
         self._task: asyncio.Task[None] | None = None
         self._wall0 = self._cpu0 = 0
@@ -173,7 +173,7 @@ class HealthMonitor:
         # wake-up, instead of as a burst of catch-up samples.
         due = time.perf_counter_ns() + self._tick_ns
         while True:
-            await asyncio.sleep(max(0, due - time.perf_counter_ns()) / 1e9)
+            await asyncio.sleep(ns_to_s(max(0, due - time.perf_counter_ns())))
             now = time.perf_counter_ns()
             self._lags.append(max(0, now - due))
             due = now + self._tick_ns

@@ -27,8 +27,7 @@ import numpy as np
 
 from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.records import Prompt, RequestRecord, Sampling
-
-_NS_PER_S = 1_000_000_000
+from specfrontier.units import ns_to_ms, ns_to_s, s_to_ns
 
 
 def arrival_offsets(
@@ -93,7 +92,7 @@ class OpenLoopResult:
 
     def send_lag_ms(self) -> list[float]:
         """Actual minus scheduled send time per request (ms): the client's (or the cap's) delay."""
-        return [(r.send_ns - s) / 1e6 for r, s in zip(self.records, self.scheduled_ns, strict=True)]
+        return [ns_to_ms(r.send_ns - s) for r, s in zip(self.records, self.scheduled_ns, strict=True)]
 
     def achieved_rate(self, indices: Sequence[int] | None = None) -> float | None:
         """(n - 1) / (last send - first send) over the given requests: the rate actually sent (req/s)."""
@@ -101,7 +100,7 @@ class OpenLoopResult:
         if len(chosen) < 2:
             return None
         span = max(r.send_ns for r in chosen) - min(r.send_ns for r in chosen)
-        return (len(chosen) - 1) / (span / _NS_PER_S) if span > 0 else None
+        return (len(chosen) - 1) / ns_to_s(span) if span > 0 else None
 
 
 async def run_open_loop(
@@ -132,7 +131,7 @@ async def run_open_loop(
     slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
     records: list[RequestRecord | None] = [None] * len(offsets)
     start_ns = time.perf_counter_ns()
-    scheduled = tuple(start_ns + round(t * _NS_PER_S) for t in offsets)
+    scheduled = tuple(start_ns + s_to_ns(t) for t in offsets)
     cap_waits = 0
 
     async def one(index: int) -> None:
@@ -145,7 +144,7 @@ async def run_open_loop(
     with stall_guard():
         async with asyncio.TaskGroup() as group:
             for index, due in enumerate(scheduled):
-                delay = (due - time.perf_counter_ns()) / _NS_PER_S
+                delay = ns_to_s(due - time.perf_counter_ns())
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if slots is not None:

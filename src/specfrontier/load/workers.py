@@ -48,6 +48,7 @@ from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
 from specfrontier.load.open_loop import OpenLoopResult, measure_schedule
 from specfrontier.load.open_loop import measure_open_loop as measure_open_loop_in_process
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
+from specfrontier.units import NS_PER_MS, ns_to_s, s_to_ns
 
 T = TypeVar("T")
 
@@ -58,7 +59,7 @@ WORKER_EVENTS_S = 5000.0
 STREAM_EVENTS_S = 100.0
 """Events/s one stream is expected to carry when choosing `auto`: a 100 tok/s stream (a fast GPU
 server's decode) with one token per chunk. Slower servers or multi-token chunks carry fewer."""
-_START_LEAD_NS = 50_000_000
+_START_LEAD_NS = 50 * NS_PER_MS
 """Open loop: the schedule starts this long after `go` is sent, so every worker has it in time."""
 
 ClientWorkers = int | Literal["auto"]
@@ -226,7 +227,7 @@ async def _run_open_job(client: StreamingClient, job: _OpenJob) -> tuple[list[tu
     with stall_guard():
         async with asyncio.TaskGroup() as group:
             for index, due in zip(job.indices, job.scheduled_ns, strict=True):
-                delay = (due - time.perf_counter_ns()) / 1e9
+                delay = ns_to_s(due - time.perf_counter_ns())
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if slots is not None:
@@ -441,7 +442,7 @@ async def measure_open_loop(
 
         def jobs() -> list[_OpenJob]:
             start_ns = time.perf_counter_ns() + _START_LEAD_NS
-            scheduled.extend(start_ns + round(t * 1e9) for t in offsets)
+            scheduled.extend(start_ns + s_to_ns(t) for t in offsets)
             return [
                 _OpenJob(
                     tuple(prompts),

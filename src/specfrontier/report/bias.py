@@ -11,7 +11,7 @@ from typing import Any
 from specfrontier.analysis.bias import OptimismBias, optimism_bias
 from specfrontier.analysis.gate import MIN_DIVERGED_PROMPTS, GateResult
 from specfrontier.analysis.summary import RunData
-from specfrontier.report.tables import Table
+from specfrontier.report.table_model import Table
 
 
 def _pct(x: float | None) -> str:

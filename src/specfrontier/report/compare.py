@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from specfrontier.analysis.compare import Comparison, figure_deltas
 from specfrontier.analysis.summary import Figure
-from specfrontier.report.tables import Table
+from specfrontier.report.table_model import Table
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -1,7 +1,8 @@
 """CSV export: one row per cell, for spreadsheets and plotting tools.
 
 The columns are the flat part of the JSON report's cells (medians over repeats plus the lowest and
-highest repeat of the headline figures), so a CSV and a JSON export of the same run always agree.
+highest repeat of the metrics `metric_specs` marks `csv_range`), so a CSV and a JSON export of the same
+run always agree, and a newly declared metric gets its column without an edit here.
 Nested per-repeat facts (time slices, open-loop schedule) stay in the JSON report.
 """
 
@@ -12,9 +13,11 @@ import io
 from typing import Any
 
 from specfrontier.analysis import RunData
+from specfrontier.metric_specs import CELL_METRICS
 from specfrontier.report.json_export import report_json
 
-_SPREAD = ("per_request_tok_s_p50", "aggregate_tok_s", "ttft_p50_ms", "tpot_p50_ms")
+_SPREAD = tuple(m.name for m in CELL_METRICS if m.csv_range)
+"""Metrics with `<name>_min` / `<name>_max` columns (`metric_specs`: `csv_range`)."""
 _NESTED = {"setting", "load", "time_slices", "spikes", "spread"}
 
 

@@ -27,6 +27,7 @@ from specfrontier.analysis.frontier import (
     frontier_points,
     workload_name,
 )
+from specfrontier.metric_specs import html_latency_columns
 from specfrontier.report import plots
 from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.json_export import DEFINITIONS
@@ -214,24 +215,15 @@ def _latency_table(data: RunData) -> Table:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
 
+    columns = html_latency_columns()  # declared in metric_specs
     many = len({c.workload for c in data.cells}) > 1
     rows = []
     for c in sorted(data.cells, key=lambda c: (data.measured_settings().index(c.setting), c.workload, c.level)):
         name = f"{c.setting} / {workload_name(c.workload)}" if many else c.setting
-        rows.append(
-            [
-                name,
-                f"{c.level:g}",
-                ms(c.ttft_p50_ms.median),
-                ms(c.ttft_p90_ms.median),
-                ms(c.ttft_p99_ms.median),
-                ms(c.tpot_p50_ms.median),
-                ms(c.tpot_p90_ms.median),
-            ]
-        )
+        rows.append([name, f"{c.level:g}", *(ms(c.figure(metric).median) for metric, _ in columns)])
     return Table(
         "Latency percentiles",
-        ["setting", data.level_header, "TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90"],
+        ["setting", data.level_header, *(header for _, header in columns)],
         rows,
         [
             "milliseconds; percentiles over the requests of one repeat's window, then the median over repeats. "

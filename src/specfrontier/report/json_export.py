@@ -1,6 +1,9 @@
 """Machine-readable report: one object per cell, plus the run, decisions and definitions.
 
-Validated by pydantic models so the shape scripts rely on is explicit and documented in one place.
+Validated by pydantic models so the shape scripts rely on is explicit and documented in one place. A
+cell's model, `CellExport`, is assembled in the report's field order from the cell's facts (the `_Cell*`
+parts below) and the metrics `metric_specs` declares, each section in its place: a declared metric is
+exported, described and typed without an edit here.
 """
 
 from __future__ import annotations
@@ -9,10 +12,11 @@ import shlex
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
-from specfrontier.analysis.summary import CellSummary, figure_json
+from specfrontier.analysis.summary import CellSummary, Figure, figure_json
+from specfrontier.metric_specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
 
 
@@ -25,7 +29,9 @@ class SettingExport(_Export):
     parameters: dict[str, Any] = Field(description="Parameters set explicitly for this setting.")
 
 
-class CellExport(_Export):
+class _CellHead(_Export):
+    """A cell's identity and load: the JSON cell's first fields."""
+
     setting: SettingExport
     workload: str = Field(description="Prompt set, temperature, max tokens and EOS handling of the cell.")
     concurrency: int = Field(
@@ -46,19 +52,20 @@ class CellExport(_Export):
         description="All the repeats the run asked for are stored and the setting's server did not fail: the cell "
         "is evidence for recommendations (false: partial evidence, shown but never recommended).",
     )
-    per_request_tok_s_p50: float | None = Field(description="Median over repeats of the p50 per-request tok/s.")
-    per_request_tok_s_p10: float | None = Field(description="Median over repeats of the p10 per-request tok/s.")
-    aggregate_tok_s: float | None = Field(description="Median over repeats of aggregate output tok/s.")
-    ttft_p50_ms: float | None = Field(description="Median over repeats of p50 TTFT (ms).")
-    ttft_p99_ms: float | None = Field(description="Median over repeats of p99 TTFT (ms).")
-    tpot_p50_ms: float | None = Field(description="Median over repeats of p50 TPOT (ms).")
-    achieved_concurrency: float | None = Field(description="Median over repeats of mean requests in flight.")
+
+
+class _CellAcceptance(_Export):
+    """Pooled acceptance and the setting's capacity: after the headline metrics."""
+
     acceptance_rate: float | None = Field(description="Accepted / drafted tokens, pooled over repeats.")
     acceptance_length: float | None = Field(description="1 + accepted / verification steps, pooled.")
     acceptance_source: str | None = Field(description="Where the acceptance counts were read.")
     capacity: int | None = Field(description="Max concurrent requests read back from the server.")
-    requests: int = Field(description="Requests over all repeats.")
-    errors: int = Field(description="Failed requests over all repeats.")
+
+
+class _CellHealth(_Export):
+    """Trust flags: after the counts."""
+
     noisy: bool = Field(description="Aggregate tok/s MAD over repeats > 10% of the median.")
     client_saturated: bool = Field(
         description="Some repeat's client was saturated (lag p99 or CPU over the limits): figures not trusted."
@@ -67,26 +74,11 @@ class CellExport(_Export):
         description="Per repeat: client event-loop lag p50/p99/max (ms), CPU share of a core per worker, "
         "reads, events, workers, saturated and why."
     )
-    tpot_p99_ms: float | None = Field(description="Median over repeats of p99 TPOT (ms).")
-    e2e_p50_ms: float | None = Field(description="Median over repeats of p50 end-to-end latency (ms).")
-    e2e_p99_ms: float | None = Field(description="Median over repeats of p99 end-to-end latency (ms).")
-    e2e_tok_s_p50: float | None = Field(description="Median over repeats of p50 completion tokens / E2E per request.")
-    itl_p50_ms: float | None = Field(
-        description="Median over repeats of p50 per-token ITL (chunk gap split over its tokens; token-weighted)."
-    )
-    itl_p99_ms: float | None = Field(description="Median over repeats of p99 per-token ITL (ms).")
-    itl_estimated_requests: int = Field(
-        description="Requests without streamed per-chunk token counts: ITL split assumed (1 token first, even rest)."
-    )
-    chunk_gap_p50_ms: float | None = Field(description="Median over repeats of p50 raw inter-chunk gap (ms).")
-    chunk_gap_p99_ms: float | None = Field(description="Median over repeats of p99 raw inter-chunk gap (ms).")
-    tokens_per_chunk_mean: float | None = Field(description="Median over repeats of output tokens / content chunks.")
-    acceptance_rate_request_weighted: float | None = Field(
-        description="Median over repeats of the mean per-request accepted / drafted (per-request stats only)."
-    )
-    acceptance_length_request_weighted: float | None = Field(
-        description="Median over repeats of the mean per-request 1 + accepted / verify steps."
-    )
+
+
+class _CellTail(_Export):
+    """Goodput and the per-figure spread: the last fields."""
+
     goodput: dict[str, Any] | None = Field(
         description="Under the report's SLOs (None without --slo): goodput req/s and tok/s, good fraction "
         "(medians over repeats, spread), slo_met, and per SLO the observed percentile and whether it was met."
@@ -96,9 +88,42 @@ class CellExport(_Export):
     )
 
 
-def _cell(data: RunData, c: CellSummary) -> CellExport:
+def _fields(part: type[_Export]) -> dict[str, Any]:
+    return {name: (info.annotation, info) for name, info in part.model_fields.items()}
+
+
+def _metric_fields(section: Section) -> dict[str, Any]:
+    """The declared metrics of one section (`metric_specs`): a median (float or None) or a summed count."""
+    return {
+        m.name: (float | None if m.over_repeats == "median" else int, Field(description=m.definition))
+        for m in in_section(section)
+    }
+
+
+CellExport = create_model(
+    "CellExport",
+    __base__=_Export,
+    __doc__="One cell of the JSON report. Its metric fields come from `metric_specs.CELL_METRICS`; the "
+    "field order is the report's (scripts and the CSV columns follow it).",
+    **_fields(_CellHead),
+    **_metric_fields("headline"),
+    **_fields(_CellAcceptance),
+    **_metric_fields("counts"),
+    **_fields(_CellHealth),
+    **_metric_fields("detail"),
+    **_fields(_CellTail),
+)
+
+
+def _metric_value(c: CellSummary, spec: MetricSpec) -> float | int | None:
+    """What a JSON cell shows of a declared metric: the median over repeats, or the summed count."""
+    value = getattr(c, spec.name)
+    return value.median if isinstance(value, Figure) else int(value)
+
+
+def _cell(data: RunData, c: CellSummary) -> _Export:
     s = data.setting(c.setting)
-    return CellExport(
+    facts: dict[str, Any] = dict(
         setting=SettingExport(name=s.name, parameters=s.params),
         workload=c.workload,
         concurrency=c.concurrency,
@@ -109,44 +134,18 @@ def _cell(data: RunData, c: CellSummary) -> CellExport:
         spikes=[{"repeat": r, **asdict(x), "factor": x.factor} for r, x in c.spikes],
         repeats=c.repeats,
         complete=c.repeats >= data.expected_repeats and c.setting not in data.failed_settings,
-        per_request_tok_s_p50=c.per_request_tok_s_p50.median,
-        per_request_tok_s_p10=c.per_request_tok_s_p10.median,
-        aggregate_tok_s=c.aggregate_tok_s.median,
-        ttft_p50_ms=c.ttft_p50_ms.median,
-        ttft_p99_ms=c.ttft_p99_ms.median,
-        tpot_p50_ms=c.tpot_p50_ms.median,
-        achieved_concurrency=c.achieved_concurrency.median,
         acceptance_rate=c.acceptance_rate,
         acceptance_length=c.acceptance_length,
         acceptance_source=c.acceptance_source,
         capacity=s.capacity,
-        requests=c.requests,
-        errors=c.errors,
         noisy=c.noisy,
         client_saturated=c.client_saturated,
         client_health=list(c.client_health),
-        tpot_p99_ms=c.tpot_p99_ms.median,
-        e2e_p50_ms=c.e2e_p50_ms.median,
-        e2e_p99_ms=c.e2e_p99_ms.median,
-        e2e_tok_s_p50=c.e2e_tok_s_p50.median,
-        itl_p50_ms=c.itl_p50_ms.median,
-        itl_p99_ms=c.itl_p99_ms.median,
-        itl_estimated_requests=c.itl_estimated_requests,
-        chunk_gap_p50_ms=c.chunk_gap_p50_ms.median,
-        chunk_gap_p99_ms=c.chunk_gap_p99_ms.median,
-        tokens_per_chunk_mean=c.tokens_per_chunk_mean.median,
-        acceptance_rate_request_weighted=c.acceptance_rate_request_weighted.median,
-        acceptance_length_request_weighted=c.acceptance_length_request_weighted.median,
         goodput=_goodput(c),
-        spread={
-            "per_request_tok_s_p50": figure_json(c.per_request_tok_s_p50),
-            "aggregate_tok_s": figure_json(c.aggregate_tok_s),
-            "ttft_p50_ms": figure_json(c.ttft_p50_ms),
-            "tpot_p50_ms": figure_json(c.tpot_p50_ms),
-            "itl_p50_ms": figure_json(c.itl_p50_ms),
-            "e2e_p50_ms": figure_json(c.e2e_p50_ms),
-        },
+        spread={m.name: figure_json(c.figure(m.name)) for m in spread_metrics()},
     )
+    metrics = {m.name: _metric_value(c, m) for m in CELL_METRICS if m.section is not None}
+    return CellExport.model_validate(facts | metrics)
 
 
 def _goodput(c: CellSummary) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
 """Report pieces for the detailed metrics: latency and burstiness per cell, goodput under SLOs, and the
-acceptance-source warnings. Kept apart from `tables.py` (shared by every report) so each stays small.
+acceptance-source warnings. Kept apart from `tables.py` (which lists every table and imports these) so
+each stays small; the latency table's columns and notes are declared per metric in `metric_specs`.
 
 Every table states its definitions in its notes (docs/metrics.md has the long form).
 """
@@ -7,8 +8,11 @@ Every table states its definitions in its notes (docs/metrics.md has the long fo
 from __future__ import annotations
 
 from specfrontier.analysis.summary import CellSummary, Figure, RunData
-from specfrontier.report.tables import Table
+from specfrontier.metric_specs import LatencyColumn, latency_columns
+from specfrontier.report.table_model import Table
 from specfrontier.slo import slo_text
+
+LATENCY_NOTE_HEAD = "p50 / p99 over each repeat's requests, then the median over repeats."
 
 
 def _v(fig: Figure, digits: int = 1) -> str:
@@ -24,53 +28,31 @@ def _cells_in_order(data: RunData) -> list[CellSummary]:
     return sorted(data.cells, key=lambda c: (c.level, order.get(c.setting, len(order))))
 
 
+def _latency_cell(c: CellSummary, name: str, column: LatencyColumn) -> str:
+    """One latency-table cell: the metric's median, with its declared partner after " / "."""
+    if column.then is None:
+        return _v(c.figure(name), column.digits)
+    return _pair(c.figure(name), c.figure(column.then), column.digits)
+
+
 def latency_table(data: RunData) -> Table:
-    """Per cell: TTFT, TPOT, per-token ITL, inter-chunk gap, tokens per chunk, E2E, output / E2E."""
+    """Per cell: TTFT, TPOT, per-token ITL, inter-chunk gap, tokens per chunk, E2E, output / E2E (the
+    columns `metric_specs` declares with `latency`)."""
+    columns = latency_columns()
     rows = []
     estimated = 0
     for c in _cells_in_order(data):
         estimated += c.itl_estimated_requests
-        rows.append(
-            [
-                str(c.level),
-                c.setting,
-                _pair(c.ttft_p50_ms, c.ttft_p99_ms, 0),
-                _pair(c.tpot_p50_ms, c.tpot_p99_ms),
-                _pair(c.itl_p50_ms, c.itl_p99_ms),
-                _pair(c.chunk_gap_p50_ms, c.chunk_gap_p99_ms),
-                _v(c.tokens_per_chunk_mean, 2),
-                _pair(c.e2e_p50_ms, c.e2e_p99_ms, 0),
-                _v(c.e2e_tok_s_p50),
-            ]
-        )
-    notes = [
-        "p50 / p99 over each repeat's requests, then the median over repeats. TPOT = (E2E - TTFT) / (tokens - 1); "
-        "ITL = per token: each gap between content chunks split evenly over the tokens the later chunk carries "
-        "(token-weighted percentiles); chunk gap = raw time between content chunks (burstiness; grows with "
-        "tokens per chunk under speculation); tok/chunk = output tokens / content chunks; out/E2E = completion "
-        "tokens / E2E per request (per-user speed including the wait for the first token). docs/metrics.md."
-    ]
+        rows.append([str(c.level), c.setting, *(_latency_cell(c, name, column) for name, column in columns)])
+    definitions = "; ".join(column.note for _, column in columns if column.note)
+    notes = [f"{LATENCY_NOTE_HEAD} {definitions}. docs/metrics.md."]
     if estimated:
         notes.append(
             f"{estimated} requests did not stream per-chunk token counts: their ITL assumes 1 token in the first "
             "chunk and an even split over the rest."
         )
-    return Table(
-        "Latency and burstiness per cell",
-        [
-            data.level_header,
-            "setting",
-            "TTFT ms p50/p99",
-            "TPOT ms p50/p99",
-            "ITL ms p50/p99",
-            "chunk gap ms p50/p99",
-            "tok/chunk",
-            "E2E ms p50/p99",
-            "out/E2E tok/s p50",
-        ],
-        rows,
-        notes,
-    )
+    headers = [column.header for _, column in columns]
+    return Table("Latency and burstiness per cell", [data.level_header, "setting", *headers], rows, notes)
 
 
 def goodput_table(data: RunData) -> Table | None:

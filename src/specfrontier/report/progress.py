@@ -26,8 +26,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from specfrontier.config import SettingLike, TuneConfig
+from specfrontier.config import TuneConfig
 from specfrontier.engines import Capacity
+from specfrontier.engines.base import EngineSetting
 from specfrontier.store import Store
 from specfrontier.sweep import CellDone, SweepEvents
 
@@ -110,19 +111,19 @@ class SweepProgress:
             return SweepEvents()
         return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell)
 
-    def on_start(self, setting: SettingLike, argv: list[str]) -> None:
+    def on_start(self, setting: EngineSetting, argv: list[str]) -> None:
         self.current, self._setting_done = setting.name, 0
         program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name if argv else "?"
         self._emit("setting_start", setting=setting.name, argv=argv)
         self._line(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
 
-    def on_ready(self, setting: SettingLike, startup_s: float, capacity: Capacity) -> None:
+    def on_ready(self, setting: EngineSetting, startup_s: float, capacity: Capacity) -> None:
         self._emit("setting_ready", setting=setting.name, startup_s=startup_s, capacity=capacity.max_running_requests)
         self._line(f"  ready in {startup_s:.2f} s, capacity {capacity.max_running_requests} requests")
         if "WARNING" in capacity.source:  # e.g. SGLang's silent reset of max_running_requests to 48
             self._line(f"  [yellow]{escape(capacity.source.split('WARNING: ', 1)[1])}[/yellow]")
 
-    def on_failed(self, setting: SettingLike, message: str) -> None:
+    def on_failed(self, setting: EngineSetting, message: str) -> None:
         skipped = max(self.per_setting - self._setting_done, 0)
         self.total = max(self.total - skipped, self.done)  # its cells will not be measured
         self._emit("setting_failed", setting=setting.name, message=message)

@@ -1,13 +1,14 @@
 """The report as format-neutral tables: the terminal and Markdown renderers draw the same content.
 
 Each table states its definitions in its notes, so that no figure appears without saying what it is.
+`Table` lives in `table_model` (re-exported here); the per-metric tables come from `metric_tables`, and
+which metrics get a grid of their own is declared in `metric_specs`.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from specfrontier.analysis import (
     CellSummary,
@@ -19,6 +20,9 @@ from specfrontier.analysis import (
     speedup,
 )
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
+from specfrontier.metric_specs import CELL_METRICS
+from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table
+from specfrontier.report.table_model import Table
 
 SPREAD_NOTE = (
     "Each figure is the median over repeats; ±x% is half the range (max - min) over repeats, relative to "
@@ -43,14 +47,6 @@ OPEN_LOOP_NOTE = (
 SIMULATED_NOTE = (
     "SIMULATED: every figure below is a model prediction of the simulator (virtual time), not a measurement."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
 
 
 def _fmt(fig: Figure, digits: int = 1) -> str:
@@ -238,8 +234,6 @@ def flag_lines(data: RunData) -> list[str]:
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
                 f"< 80% of {c.concurrency}"
             )
-    from specfrontier.report.metric_tables import acceptance_flag_lines  # builds on this module's Table
-
     return lines + acceptance_flag_lines(data)
 
 
@@ -285,35 +279,17 @@ def spike_lines(data: RunData, limit: int = 8) -> list[str]:
     return lines
 
 
+def _figure_of(name: str) -> Callable[[CellSummary], Figure]:
+    return lambda c: c.figure(name)
+
+
 def all_tables(data: RunData) -> list[Table]:
-    tables = [
-        grid_table(
-            data,
-            "Per-request tok/s (p50 over requests)",
-            lambda c: c.per_request_tok_s_p50,
-            "per-request tok/s = (output tokens - 1) / (end - first token) per request, i.e. 1/TPOT; p50 over "
-            "the window's requests.",
-        ),
-        grid_table(
-            data,
-            "Aggregate tok/s",
-            lambda c: c.aggregate_tok_s,
-            "aggregate tok/s = sum of server-reported completion tokens / window (first send to last end).",
-        ),
-        grid_table(
-            data,
-            "TTFT p50 (ms)",
-            lambda c: c.ttft_p50_ms,
-            "TTFT = first streamed chunk with text - request send, per request; p50 over the window.",
-        ),
-    ]
+    """Every table of a one-workload view; the grid tables are those `metric_specs` declares (`grid`)."""
+    tables = [grid_table(data, m.grid.title, _figure_of(m.name), m.grid.note) for m in CELL_METRICS if m.grid]
     sp = speedup_table(data)
     if sp is not None:
         tables.append(sp)
     tables += [settings_table(data), best_table(data)]
-    # Imported here: metric_tables builds on this module's Table.
-    from specfrontier.report.metric_tables import goodput_table, latency_table
-
     tables.append(latency_table(data))
     goodput = goodput_table(data)
     if goodput is not None:

@@ -1,0 +1,189 @@
+"""The per-cell metric declaration (`metric_specs`) against the places that still spell metrics out, and the
+public shapes it lays out (JSON cell fields, CSV range columns, table headers), pinned."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import specfrontier.report
+from specfrontier.analysis.summary import CellSummary, Figure
+from specfrontier.metric_specs import (
+    CELL_METRICS,
+    SECTIONS,
+    LatencyColumn,
+    MetricSpec,
+    _check,
+    html_latency_columns,
+    in_section,
+    latency_columns,
+    spread_metrics,
+)
+from specfrontier.report.csv_export import _SPREAD
+from specfrontier.report.json_export import CellExport
+from specfrontier.units import NS_PER_MS, NS_PER_S, ns_to_ms, ns_to_s, s_to_ns
+
+JSON_CELL_FIELDS = [
+    "setting",
+    "workload",
+    "concurrency",
+    "load_mode",
+    "request_rate",
+    "load",
+    "time_slices",
+    "spikes",
+    "repeats",
+    "complete",
+    "per_request_tok_s_p50",
+    "per_request_tok_s_p10",
+    "aggregate_tok_s",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "achieved_concurrency",
+    "acceptance_rate",
+    "acceptance_length",
+    "acceptance_source",
+    "capacity",
+    "requests",
+    "errors",
+    "noisy",
+    "client_saturated",
+    "client_health",
+    "tpot_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "e2e_tok_s_p50",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "itl_estimated_requests",
+    "chunk_gap_p50_ms",
+    "chunk_gap_p99_ms",
+    "tokens_per_chunk_mean",
+    "acceptance_rate_request_weighted",
+    "acceptance_length_request_weighted",
+    "goodput",
+    "spread",
+]
+
+
+def _summary_fields(kind: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(CellSummary) if f.type == kind}
+
+
+def test_cell_summary_spells_out_exactly_the_declared_metrics() -> None:
+    # CellSummary keeps explicit fields for type checking; the declaration fills them: they must agree.
+    assert {m.name for m in CELL_METRICS if m.over_repeats == "median"} == _summary_fields("Figure")
+    assert {m.name for m in CELL_METRICS if m.over_repeats == "sum"} <= _summary_fields("int")
+
+
+def test_json_cell_fields_keep_their_names_order_and_descriptions() -> None:
+    assert list(CellExport.model_fields) == JSON_CELL_FIELDS
+    for section in SECTIONS:
+        for m in in_section(section):
+            assert CellExport.model_fields[m.name].description == m.definition
+    assert [m.name for m in spread_metrics()] == [
+        "per_request_tok_s_p50",
+        "aggregate_tok_s",
+        "ttft_p50_ms",
+        "tpot_p50_ms",
+        "itl_p50_ms",
+        "e2e_p50_ms",
+    ]
+
+
+def test_csv_range_columns_and_table_headers_come_from_the_declaration() -> None:
+    assert _SPREAD == ("per_request_tok_s_p50", "aggregate_tok_s", "ttft_p50_ms", "tpot_p50_ms")
+    assert [column.header for _, column in latency_columns()] == [
+        "TTFT ms p50/p99",
+        "TPOT ms p50/p99",
+        "ITL ms p50/p99",
+        "chunk gap ms p50/p99",
+        "tok/chunk",
+        "E2E ms p50/p99",
+        "out/E2E tok/s p50",
+    ]
+    html_headers = ["TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90"]
+    assert [header for _, header in html_latency_columns()] == html_headers
+    assert [m.grid.title for m in CELL_METRICS if m.grid] == [
+        "Per-request tok/s (p50 over requests)",
+        "Aggregate tok/s",
+        "TTFT p50 (ms)",
+    ]
+
+
+def test_a_metric_reads_its_window_field() -> None:
+    by_name = {m.name: m for m in CELL_METRICS}
+    assert by_name["acceptance_rate_request_weighted"].field == "request_acceptance_rate_request_weighted"
+    assert by_name["ttft_p50_ms"].field == "ttft_p50_ms"
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        ((MetricSpec("x", "ms", "d", source="no_such_field"),), "CellMetrics.no_such_field"),
+        ((MetricSpec("ttft_p50_ms", "ms", "d"), MetricSpec("ttft_p50_ms", "ms", "d")), "declared twice"),
+        ((MetricSpec("ttft_p50_ms", "ms", "d", csv_range=True),), "no spread"),
+        (
+            (MetricSpec("ttft_p50_ms", "ms", "d", latency=LatencyColumn(1, "h", 0, then="ttft_p99_ms")),),
+            "not declared",
+        ),
+        (
+            (MetricSpec("ttft_p50_ms", "ms", "d", spread=0), MetricSpec("ttft_p99_ms", "ms", "d", spread=0)),
+            "share a spread position",
+        ),
+    ],
+)
+def test_a_declaration_that_cannot_work_is_refused(specs: tuple[MetricSpec, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _check(specs)
+
+
+def test_figure_by_name_refuses_a_count() -> None:
+    fig = Figure.of([1.0, 2.0, 3.0])
+    fields = {f.name: fig for f in dataclasses.fields(CellSummary) if f.type == "Figure"}
+    facts = {"setting": "s", "concurrency": 1, "workload": "w", "repeats": 3, "requests": 9, "errors": 0}
+    cell = CellSummary(**facts, counters=None, acceptance_source=None, **fields)  # type: ignore[arg-type]
+    assert cell.figure("ttft_p50_ms") is fig
+    with pytest.raises(KeyError, match="requests is not a figure"):
+        cell.figure("requests")
+
+
+def test_units_divide_as_the_float_constants_did() -> None:
+    for ns in (0, 1, 999_999, 1_234_567_891, 86_400 * NS_PER_S + 7):
+        assert ns_to_ms(ns) == ns / 1e6
+        assert ns_to_s(ns) == ns / 1e9
+    assert (NS_PER_MS, NS_PER_S, s_to_ns(0.005)) == (1_000_000, 1_000_000_000, 5_000_000)
+
+
+def _report_imports() -> dict[str, set[str]]:
+    """Each `specfrontier.report` module's imports of other report modules, function-level ones included."""
+    package = Path(specfrontier.report.__file__).parent
+    graph: dict[str, set[str]] = {}
+    for path in package.glob("*.py"):
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specfrontier.report."):
+                deps.add((node.module or "").rsplit(".", 1)[1])
+        graph[path.stem] = deps - {path.stem}
+    return graph
+
+
+def test_report_modules_import_no_cycle() -> None:
+    graph = _report_imports()
+    assert "metric_tables" not in graph["table_model"] and "tables" not in graph["metric_tables"]
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module in done:
+            return
+        for dep in sorted(graph.get(module, ())):
+            visit(dep, (*path, module))
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
