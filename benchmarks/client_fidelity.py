@@ -599,7 +599,7 @@ def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: b
     as ours are; the prompts differ between the tools only in one letter of a tag), `max_tokens` with
     `ignore_eos`, to the completions API.
     """
-    from specfrontier.config import parse_config
+    from specfrontier.config.load import parse_config
     from specfrontier.engines.llamacpp import LlamaCppAdapter
     from specfrontier.server import ServerProcess, free_port
 

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from specfrontier.analysis.summary import Figure
-from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, WorkloadConfig
+from specfrontier.config import WorkloadConfig
 from specfrontier.config.search import SearchConfig
+from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.search.observe import observe
 from specfrontier.sim.profile import SimProfile, parse_profile
 from specfrontier.sim_sweep import VirtualSweep
@@ -71,10 +73,10 @@ class Case:
     concurrency: int
 
 
-def _config(case: Case, search: SearchConfig) -> SGLangTuneConfig:
+def _config(case: Case, search: SearchConfig) -> SimTuneConfig:
     settings = [SGLangSetting(name="no-spec")]
     settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in STEPS]
-    return SGLangTuneConfig(
+    return SimTuneConfig(
         engine=SimEngine(workload_class=case.workload),
         settings=tuple(settings),
         concurrency=LEVELS,
@@ -92,12 +94,12 @@ def _overlap(a: Figure | None, b: Figure | None) -> bool:
     return (a.low or 0.0) <= (b.high or 0.0) and (b.low or 0.0) <= (a.high or 0.0)
 
 
-def _run(store: Store, profile: SimProfile, config: SGLangTuneConfig) -> tuple[str, VirtualSweep]:
+def _run(store: Store, profile: SimProfile, config: SimTuneConfig) -> tuple[str, VirtualSweep]:
     sweep = VirtualSweep(config)
     sweep.profile = profile
     sweep.attach(store)
     run_id = sweep.new_run()
-    sweep.run(run_id)
+    sweep.run_sync(run_id)
     return run_id, sweep
 
 

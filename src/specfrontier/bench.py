@@ -28,10 +28,8 @@ import aiohttp
 
 import specfrontier
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
-from specfrontier.config.sglang import SGLangSetting
 from specfrontier.engines.base import Capacity, EngineAdapter
-from specfrontier.engines.llamacpp import LlamaCppAdapter, counters_from_metrics, spec_stats_from_timings
-from specfrontier.engines.sglang import capacity_from_server_info, spec_stats_from_chunk
+from specfrontier.engines.registry import specs
 from specfrontier.errors import ConfigError, EngineError, EngineResponseError, SpecFrontierError
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.load.workers import (
@@ -48,7 +46,7 @@ from specfrontier.sweep import CellDone, _window_counters, require_evidence
 from specfrontier.workloads import load_prompts
 
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=10)
-METRICS_SOURCE = "llama.cpp /metrics counter diff around the window"
+METRICS_SOURCE = "the server's /metrics counter diff around the window"
 
 
 def server_root(url: str) -> str:
@@ -207,26 +205,19 @@ class ServerFacts:
     """What the running server said about itself (each with where it was read)."""
 
     engine: str
-    """'llama.cpp', 'sglang' or 'openai-compatible' (neither /props nor /server_info answered)."""
+    """The recognising adapter's label (e.g. 'llama.cpp', 'sglang'), or 'openai-compatible' when no
+    registered adapter recognised the server."""
     model: str | None
     capacity: Capacity | None
     capacity_source: str
     version: str
-
-
-async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
-    """GET a JSON document; None for a 404 or a non-JSON answer (other failures propagate)."""
-    async with session.get(url) as resp:
-        if resp.status != 200:
-            return None
-        try:
-            return await resp.json(content_type=None)
-        except ValueError:
-            return None
+    adapter: type[EngineAdapter[Any]] | None = None
+    """The adapter that recognised the server: its stream stats, request fields, counters, keep-alive."""
 
 
 async def probe_server(session: aiohttp.ClientSession, root: str, model: str | None) -> ServerFacts:
-    """Check the server answers (`/v1/models`), then read its model, engine and capacity where offered."""
+    """Check the server answers (`/v1/models`), then ask every registered adapter whether it recognises
+    the server (`EngineAdapter.detect`): the first that does names the engine and its capacity."""
     try:
         async with session.get(f"{root}/v1/models") as resp:
             if resp.status >= 400 and resp.status != 404:
@@ -243,56 +234,53 @@ async def probe_server(session: aiohttp.ClientSession, root: str, model: str | N
         data = models.get("data")
         if isinstance(data, list) and data and isinstance(data[0], Mapping) and isinstance(data[0].get("id"), str):
             model = data[0]["id"]
-    try:
-        props = await _get_json(session, f"{root}/props")
-        if isinstance(props, Mapping) and isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
-            settings = props.get("default_generation_settings")
-            n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
-            source = "llama.cpp /props total_slots"
-            capacity = Capacity(props["total_slots"], source, n_ctx if isinstance(n_ctx, int) else None)
-            version = str(props.get("build_info", "llama.cpp (build unknown)"))
-            return ServerFacts("llama.cpp", model, capacity, source, version)
-        for path in ("/server_info", "/get_server_info"):
-            info = await _get_json(session, root + path)
-            if isinstance(info, Mapping):
-                try:
-                    capacity = capacity_from_server_info(info, SGLangSetting(name="running"))
-                except EngineResponseError:
-                    return ServerFacts("sglang", model, None, f"unknown (sglang {path} without a capacity)", "sglang")
-                version = f"sglang {info.get('version', '(version unknown)')}"
-                return ServerFacts("sglang", model, capacity, capacity.source, version)
-    except (aiohttp.ClientError, OSError, TimeoutError):
-        pass  # an optional endpoint that misbehaves tells us nothing; capacity stays unknown
-    return ServerFacts("openai-compatible", model, None, "unknown (neither /props nor /server_info answered)", "?")
+    for spec in specs():
+        if not spec.detectable:
+            continue
+        found = await spec.adapter.detect(session, root)
+        if found is not None:
+            return ServerFacts(
+                spec.adapter.label(), model, found.capacity, found.capacity_source, found.version, spec.adapter
+            )
+    asked = ", ".join(s.adapter.label() for s in specs() if s.detectable)
+    return ServerFacts("openai-compatible", model, None, f"unknown (no engine recognised it: {asked})", "?")
+
+
+def _detected(engine: str) -> type[EngineAdapter[Any]] | None:
+    return next((s.adapter for s in specs() if s.detectable and s.adapter.label() == engine), None)
 
 
 def any_spec_stats(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
-    """Per-request speculative stats in whichever engine's form the chunk carries them (else None)."""
-    return spec_stats_from_timings(chunk) or spec_stats_from_chunk(chunk)
+    """Per-request speculative stats in whichever registered engine's form the chunk carries them."""
+    for spec in specs():
+        found = spec.adapter.request_spec_stats(chunk)
+        if found is not None:
+            return found
+    return None
 
 
 def keep_alive(engine: str) -> bool:
-    """Whether to reuse connections with this engine: what its adapter tells `tune` (`keep_alive`), so
-    not with llama.cpp, which closes the connection after every streamed response."""
-    return LlamaCppAdapter.keep_alive if engine == "llama.cpp" else EngineAdapter.keep_alive
+    """Whether to reuse connections with this engine: what its adapter tells `tune` (`keep_alive`); an
+    engine no adapter recognised gets the default (reuse)."""
+    adapter = _detected(engine)
+    return adapter.keep_alive if adapter is not None else EngineAdapter.keep_alive
 
 
 def request_extras(engine: str) -> dict[str, Any]:
-    """Engine-specific body fields, as `tune` sends them (see the adapters' `request_extras`)."""
-    if engine == "llama.cpp":
-        return {"cache_prompt": False}
-    if engine == "sglang":
-        return {"return_meta_info": True, "return_spec_tokens_details": True}
-    return {}
+    """Engine-specific body fields, as `tune` sends them (the adapter's `request_extras`)."""
+    adapter = _detected(engine)
+    return adapter.request_extras() if adapter is not None else {}
 
 
 async def _metrics_counters(session: aiohttp.ClientSession, root: str, engine: str) -> SpecCounters | None:
-    if engine != "llama.cpp":
+    """The server's cumulative counters, where its adapter reads some; None when it has none or they
+    cannot be read (a server launched without its metrics endpoint)."""
+    adapter = _detected(engine)
+    if adapter is None:
         return None
     try:
-        async with session.get(f"{root}/metrics") as resp:
-            return counters_from_metrics(await resp.text()) if resp.status == 200 else None
-    except (aiohttp.ClientError, OSError, TimeoutError):
+        return await adapter.spec_counters(session, root)
+    except (EngineResponseError, aiohttp.ClientError, OSError, TimeoutError):
         return None
 
 

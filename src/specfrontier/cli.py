@@ -28,26 +28,18 @@ from rich.markup import escape
 from specfrontier.analysis import RunData, load_run
 from specfrontier.analysis.compare import Comparison, compare_runs
 from specfrontier.cli_report import run_report, write_compare_html, write_tune_html
-from specfrontier.config import (
-    ENGINE_NAMES,
-    SGLangTuneConfig,
-    SimEngine,
-    TuneConfig,
-    load_config,
-    parse_config,
-    production_sim_config,
-    seed_sim_config,
-)
+from specfrontier.config import TuneConfig
 from specfrontier.config.common import describe_validation_error
+from specfrontier.config.load import load_config
+from specfrontier.engines import registry
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
 from specfrontier.report import print_report
 from specfrontier.report.compare import comparison_summary, comparison_tables
 from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
 from specfrontier.report.terminal import print_table
-from specfrontier.sim_sweep import VirtualSweep
-from specfrontier.slo import Slo, parse_slo
+from specfrontier.slo import parse_slo
 from specfrontier.store import Store
-from specfrontier.sweep import RunOutcome, Sweep, SweepEvents, is_virtual, open_sweep
+from specfrontier.sweep import Runner, RunOutcome, SweepEvents, make_runner, open_sweep
 
 app = typer.Typer(
     add_completion=False,
@@ -113,7 +105,7 @@ def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store,
 _INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-async def _run_sweep(sweep: Sweep, run_id: str, output_closed: list[bool]) -> RunOutcome:
+async def _run_sweep(sweep: Runner, run_id: str, output_closed: list[bool]) -> RunOutcome:
     """Run the sweep; SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal went away) cancel it cleanly
     (server stopped, cells kept, run marked interrupted), and so does a closed stdout (`tune | head`).
 
@@ -166,14 +158,19 @@ def _say(line: str) -> None:
         err.print(line)
 
 
+ENGINE_OPTION_FLAGS = ("profile", "face", "time_scale")
+"""Engine options `tune` takes as flags (`--profile`, `--face`, `--time-scale`): each applies to an engine
+whose options have a field of that name (today the simulator's)."""
+
+
 def _tune_config(
     path: Path | None, engine: str | None, profile: str | None, face: str | None = None, time_scale: float | None = None
 ) -> TuneConfig:
-    """The config from --config, or the engine's embedded default; --engine/--profile must agree with it."""
-    if engine is not None and engine not in ENGINE_NAMES:
-        raise ConfigError(f"--engine = {engine!r}: unknown engine; fix: use one of {', '.join(ENGINE_NAMES)}")
-    if path is None and engine == "sim":
-        cfg: TuneConfig = seed_sim_config()
+    """The config from --config, or the engine's embedded default; --engine and the option flags must
+    agree with it."""
+    spec = registry.spec(engine, where="--engine") if engine is not None else None
+    if path is None and spec is not None and spec.default_config is not None:
+        cfg = spec.default_config()
     else:
         cfg = load_config(path)
     if engine is not None and cfg.engine.name != engine:
@@ -182,78 +179,41 @@ def _tune_config(
     for key, value in overrides.items():
         if value is None:
             continue
-        if not isinstance(cfg, SGLangTuneConfig) or not isinstance(cfg.engine, SimEngine):
-            raise ConfigError(f"--{key.replace('_', '-')} = {value!r} needs the simulator; fix: add --engine sim")
+        flag = f"--{key.replace('_', '-')}"
+        options = type(cfg.engine)
+        if key not in options.model_fields:
+            owners = [registry.spec(name) for name in registry.engines_with_option(key)]
+            labels = " or the ".join(o.adapter.label() for o in owners)
+            raise ConfigError(
+                f"{flag} = {value!r} needs the {labels} (engine {cfg.engine.name!r} has no {key} option); "
+                f"fix: add --engine {owners[0].name}"
+            )
         try:
-            engine_cfg = SimEngine.model_validate({**cfg.engine.model_dump(), key: value})
+            engine_cfg = options.model_validate({**cfg.engine.model_dump(), key: value})
         except ValidationError as exc:
-            raise ConfigError(describe_validation_error(exc, f"--{key.replace('_', '-')}")) from exc
+            raise ConfigError(describe_validation_error(exc, flag)) from exc
         cfg = cfg.model_copy(update={"engine": engine_cfg})
     return cfg
 
 
-def _stored_virtual(store: Path | None, run_id: str) -> bool:
-    row = _open_existing(store or Path("specfrontier.db")).run(run_id)
-    if "bench" in row.config:
-        raise StoreError(f"run = {run_id!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
-    return is_virtual(parse_config(row.config, source=f"run {run_id} config"))
-
-
-def _tune_virtual(
-    cfg: TuneConfig | None,
-    store_path: Path | None,
-    *,
-    resume: str | None,
-    quiet: bool,
-    slos: tuple[Slo, ...] = (),
-    events: str | None = None,
-) -> None:
-    """`tune --engine sim`: simulated cells in virtual time, stored and reported like a real run."""
-    if resume is not None:
-        store = _open_existing(store_path or Path("specfrontier.db"))
-        stored = parse_config(store.run(resume).config, source=f"run {resume} config")
-        assert isinstance(stored, SGLangTuneConfig)
-        virtual, run_id = VirtualSweep(stored), resume
-        store.claim_run(resume)  # one writer per run
-        virtual.attach(store)
-    else:
-        assert isinstance(cfg, SGLangTuneConfig)
-        virtual = VirtualSweep(cfg)  # validates profile and settings before any file is written
-        virtual.attach(Store(store_path or cfg.store))
-        run_id = virtual.new_run()
-    progress = _progress(quiet, events, virtual.config, virtual.store, run_id)
-    out = progress.console  # stderr in JSON-lines mode: stdout carries only the events
-    virtual.on_cell_done = progress.events().on_cell_done
-    if not quiet:
-        out.print(f"run [bold]{run_id}[/bold] (SIMULATED: model predictions, not measurements)")
-    with progress:
-        virtual.run(run_id)
-    data = load_run(virtual.store, run_id, slos)
-    print_report(data, out)
-    from specfrontier.cli_search import print_search_trace
-
-    print_search_trace(virtual.planner, out)
-    out.print(f"\nstored as run {run_id} in {escape(str(virtual.store.path))}")
-    progress.finished(run_id, write_tune_html(virtual.store, run_id, data, out))
-    if cfg is not None and cfg == seed_sim_config().model_copy(update={"engine": cfg.engine}):
-        _production_check(cfg, virtual.store, data)
-
-
-def _production_check(seed: SGLangTuneConfig, store: Store, best_case: RunData) -> None:
-    """After the seed's best case, the same grid under production sampling, and what changes."""
-    production = production_sim_config()
-    production = production.model_copy(
-        update={"engine": production.engine.model_copy(update={"profile": seed.engine.profile})}  # type: ignore[union-attr]
+def _companion(cfg: TuneConfig | None, store: Store, first: RunData, out: Console) -> None:
+    """The second run an engine asks for after this config (the simulator's seed grid under production
+    sampling), measured into the same store and compared with the first."""
+    make = registry.spec_of(cfg).companion if cfg is not None else None
+    second = make(cfg) if make is not None and cfg is not None else None
+    if second is None:
+        return
+    runner = make_runner(second)
+    runner.prepare()
+    runner.attach(store)
+    run_id = runner.new_run()
+    asyncio.run(runner.run(run_id))
+    w = second.workload
+    out.print(
+        f"\n[bold]Companion run[/bold] ({escape(second.engine.name)}: temperature {w.temperature:g}, "
+        f"{'ignore EOS' if w.ignore_eos else 'natural EOS'}): run {run_id}, compared with the run above (A)"
     )
-    virtual = VirtualSweep(production)
-    virtual.attach(store)
-    run_id = virtual.new_run()
-    virtual.run(run_id)
-    console.print(
-        f"\n[bold]Production sampling[/bold] (chat workload, temperature 0.7, natural EOS): run {run_id}, "
-        "compared with the best case above (A)"
-    )
-    _print_comparison(compare_runs(best_case, load_run(store, run_id)))
+    _print_comparison(compare_runs(first, load_run(store, run_id)))
 
 
 def _print_comparison(cmp: Comparison) -> None:
@@ -317,15 +277,14 @@ def tune(
         refuse_on_resume(search, max_launches, max_engine_s)
     else:
         cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
-    if (cfg is not None and is_virtual(cfg)) or (resume is not None and _stored_virtual(store, resume)):
-        _tune_virtual(cfg, store, resume=resume, quiet=quiet, slos=slos, events=events)
-        return
     sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents())
     progress = _progress(quiet, events, sweep.config, sweep.store, run_id)
     out = progress.console  # stderr in JSON-lines mode: stdout carries only the events
     sweep.events = progress.events()
     if not quiet:
-        out.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}")
+        simulated = sweep.store.run(run_id).environment.get("simulated")
+        note = " (SIMULATED: model predictions, not measurements)" if simulated else ""
+        out.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}{note}")
     output_closed: list[bool] = []
     try:
         with progress:
@@ -345,6 +304,7 @@ def tune(
         f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
     )
     progress.finished(run_id, write_tune_html(sweep.store, run_id, data, out))
+    _companion(cfg, sweep.store, data, out)
     summary = outcome.summary(run_id, sweep.store.path)
     if summary is not None:
         _say(f"[red]{escape(summary)}[/red]" if outcome.status == "failed" else f"[yellow]{escape(summary)}[/yellow]")

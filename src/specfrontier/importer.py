@@ -32,25 +32,15 @@ from pathlib import Path
 from typing import Any
 
 import specfrontier
+from specfrontier.engines.registry import vocabulary
 from specfrontier.errors import ConfigError
-from specfrontier.model.cells import DEPTH_KEYS, setting_params
+from specfrontier.model.cells import setting_params
 from specfrontier.store import ImportedCellRow, Store
 from specfrontier.textfiles import read_text_utf8
 
-PARAM_KEYS = (
-    "algorithm",
-    "method",
-    "spec_type",
-    "num_steps",
-    "num_speculative_tokens",
-    "draft_n_max",
-    "steps",
-    "eagle_topk",
-    "topk",
-    "num_draft_tokens",
-    "max_running_requests",
-)
-_INT_PARAMS = {k for k in PARAM_KEYS if k not in ("algorithm", "method", "spec_type")}
+PARAM_KEYS = (*vocabulary().table_keys, "max_running_requests")
+"""Setting parameters a row may carry, as the registered engines spell them (and the model's own names)."""
+_INT_PARAMS = (vocabulary().integer_keys & set(PARAM_KEYS)) | {"max_running_requests"}
 FIGURE_KEYS = ("per_request_tok_s", "aggregate_tok_s", "capacity", "acceptance_length", "acceptance_per_position")
 ROW_KEYS = ("engine", "setting", "concurrency", "batch_size", *PARAM_KEYS, *FIGURE_KEYS)
 _NAME = re.compile(r"^[A-Za-z0-9_.:+=-]+$")
@@ -276,7 +266,7 @@ def _seed_rows(data: dict[str, Any], source: str, engine: str | None) -> tuple[l
         raise _fail(source, "max_running_requests: not an object", "map each parameter value to a number")
     rows = []
     for (value, c), figs in sorted(figures.items(), key=lambda kv: (_sort_key(kv[0][0]), _sort_key(kv[0][1]))):
-        short = "steps" if key in DEPTH_KEYS else key
+        short = "steps" if key in vocabulary().depth else key
         rows.append(
             {
                 "setting": f"{short}{value}",

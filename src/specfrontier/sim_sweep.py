@@ -11,8 +11,9 @@ import zlib
 from collections.abc import Callable, Sequence
 
 import specfrontier
-from specfrontier.config.sglang import SGLangSetting, SGLangTuneConfig, SimEngine
-from specfrontier.engines.sglang import setting_args
+from specfrontier.config.common import TuneBase
+from specfrontier.engines.sglang import SGLangSetting, setting_args
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.metrics import cell_metrics
 from specfrontier.search.planner import SearchPlanner
@@ -21,7 +22,16 @@ from specfrontier.sim.profile import SimProfile, load_profile
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 from specfrontier.sim.virtual import simulate_cell
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone, per_request_counters, register_settings, requests_per_cell
+from specfrontier.sweep import (
+    CellDone,
+    Runner,
+    RunOutcome,
+    Sweep,
+    SweepEvents,
+    per_request_counters,
+    register_settings,
+    requests_per_cell,
+)
 
 SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction, not a measurement)"
 
@@ -45,8 +55,9 @@ class VirtualSweep:
     """Fills a run with simulated cells; deterministic for a given engine seed. All refusals (unknown
     profile or workload class, a setting SGLang would reject) happen in the constructor."""
 
-    def __init__(self, config: SGLangTuneConfig, *, on_cell_done: Callable[[CellDone], None] | None = None) -> None:
-        self.config, self.on_cell_done = config, on_cell_done
+    def __init__(self, config: SimTuneConfig, *, on_cell_done: Callable[[CellDone], None] | None = None) -> None:
+        self.config = config
+        self.events = SweepEvents(on_cell_done=on_cell_done)
         self._store: Store | None = None
         self.planner: SearchPlanner | None = None
         if not isinstance(self.config.engine, SimEngine):
@@ -79,6 +90,9 @@ class VirtualSweep:
             raise RuntimeError("VirtualSweep.store used before attach()")
         return self._store
 
+    def prepare(self) -> None:
+        """Nothing left to check: the constructor refused what the simulator cannot run."""
+
     def attach(self, store: Store) -> None:
         """Write into `store` (opened only after the constructor's checks passed)."""
         self._store = store
@@ -100,9 +114,16 @@ class VirtualSweep:
             register_settings(self.store, run_id, self.config.settings)
         return run_id
 
-    def run(self, run_id: str) -> None:
+    async def run(self, run_id: str) -> RunOutcome:
         """Simulate every missing cell of the settings the search chooses (grid: all listed ones).
-        `self.planner` keeps the search's trace and the reason it stopped."""
+        `self.planner` keeps the search's trace and the reason it stopped. Synchronous inside (virtual
+        time needs no event loop); async to share the runner interface with the server sweep."""
+        self.run_sync(run_id)
+        cells = len(self.store.done_cells(run_id))
+        return RunOutcome("done", cells, 0)
+
+    def run_sync(self, run_id: str) -> None:
+        """`run` without an event loop (benchmarks and tests that drive the simulator directly)."""
         self.planner = SearchPlanner(self.config, self.store, run_id)
         while (setting := self.planner.next_setting()) is not None:
             assert isinstance(setting, SGLangSetting)
@@ -152,8 +173,8 @@ class VirtualSweep:
                     counters=counters,
                     acceptance_source=SIM_SOURCE if counters else None,
                 )
-                if self.on_cell_done:
-                    self.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
+                if self.events.on_cell_done:
+                    self.events.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
         self.store.update_setting(run_id, s.name, status="done")
 
     def _resolve(self, s: SGLangSetting) -> ResolvedSetting:
@@ -167,4 +188,11 @@ class VirtualSweep:
         return self.resolved[s.name]
 
 
-__all__ = ["SIM_SOURCE", "VirtualSweep", "sglang_command"]
+def runner(config: TuneBase) -> Runner:
+    """The simulator engine's runner (`EngineSpec.runner`): the virtual face in-process in virtual time;
+    the http face is a server like any other, swept by the server sweep."""
+    assert isinstance(config, SimTuneConfig)
+    return VirtualSweep(config) if config.engine.face == "virtual" else Sweep(config)
+
+
+__all__ = ["SIM_SOURCE", "VirtualSweep", "runner", "sglang_command"]

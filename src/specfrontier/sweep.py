@@ -29,18 +29,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 import specfrontier
-from specfrontier.config import SettingLike, SGLangTuneConfig, SimEngine, TuneConfig, parse_config
-from specfrontier.engines import ENGINES, Capacity, EngineAdapter
+from specfrontier.config import TuneConfig
+from specfrontier.config.load import parse_config
+from specfrontier.engines import Capacity, EngineAdapter, EngineSetting
+from specfrontier.engines.registry import spec_of
 from specfrontier.errors import (
     EngineError,
     EngineResponseError,
@@ -124,9 +127,9 @@ class RunOutcome:
 class SweepEvents:
     """Callbacks for progress display; all optional. The sweep never depends on them."""
 
-    on_setting_start: Callable[[SettingLike, list[str]], None] | None = None
-    on_setting_ready: Callable[[SettingLike, float, Capacity], None] | None = None
-    on_setting_failed: Callable[[SettingLike, str], None] | None = None
+    on_setting_start: Callable[[EngineSetting, list[str]], None] | None = None
+    on_setting_ready: Callable[[EngineSetting, float, Capacity], None] | None = None
+    on_setting_failed: Callable[[EngineSetting, str], None] | None = None
     on_cell_done: Callable[[CellDone], None] | None = None
 
 
@@ -163,7 +166,7 @@ class Sweep:
         self.config = config
         self._store: Store | None = None
         self.events = events or SweepEvents()
-        self.adapter: EngineAdapter[Any] = ENGINES[config.engine.name](config.engine)
+        self.adapter: EngineAdapter[Any] = spec_of(config).adapter(config.engine)
         self.workload = workload_label(config)
         w = config.workload
         self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
@@ -237,7 +240,7 @@ class Sweep:
         with contextlib.suppress(SpecFrontierError):
             self.store.set_run_status(run_id, status)
 
-    def _missing(self, run_id: str, setting: SettingLike) -> list[tuple[int, ResolvedWorkload, float]]:
+    def _missing(self, run_id: str, setting: EngineSetting) -> list[tuple[int, ResolvedWorkload, float]]:
         """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""
         if self.config.load.mode == "open":
             done_open = self.store.done_open_cells(run_id)
@@ -257,7 +260,7 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: SettingLike, levels: Sequence[float] | None = None) -> None:
+    async def _run_setting(self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None) -> None:
         """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
         todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
@@ -313,7 +316,7 @@ class Sweep:
             if server is not None:
                 server.stop()
 
-    async def _launch(self, run_id: str, setting: SettingLike, log_path: Path) -> tuple[ServerProcess, str, float]:
+    async def _launch(self, run_id: str, setting: EngineSetting, log_path: Path) -> tuple[ServerProcess, str, float]:
         """Start the setting's server on a free port and wait until it is ready and proven ours; a port
         another program took first costs one more launch on a new port, not the setting."""
         for attempt in range(1, PORT_ATTEMPTS + 1):
@@ -347,7 +350,7 @@ class Sweep:
             return load.max_in_flight
         return max(self.config.concurrency)
 
-    async def _first_request(self, run_id: str, setting: SettingLike, client: StreamingClient) -> None:
+    async def _first_request(self, run_id: str, setting: EngineSetting, client: StreamingClient) -> None:
         """Cold start: the very first request on the fresh server (before warmup), stored with the setting."""
         (first,) = to_server_time([await client.send(self.prompts[0], self.sampling)], self.adapter.time_scale)
         if first.ok and first.first_token_ns is not None:
@@ -361,7 +364,7 @@ class Sweep:
     async def _run_cell(
         self,
         run_id: str,
-        setting: SettingLike,
+        setting: EngineSetting,
         server: ServerProcess,
         session: aiohttp.ClientSession,
         client: StreamingClient,
@@ -492,15 +495,6 @@ def to_server_time(records: list[RequestRecord], time_scale: float) -> list[Requ
     ]
 
 
-def is_virtual(config: TuneConfig) -> bool:
-    """True for the simulator's in-process face (no server process; see sim_sweep)."""
-    return (
-        isinstance(config, SGLangTuneConfig)
-        and isinstance(config.engine, SimEngine)
-        and config.engine.face == "virtual"
-    )
-
-
 def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
     """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
     passes = -(-rounds * concurrency // prompts)
@@ -534,7 +528,7 @@ def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | Non
     return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify)
 
 
-def register_settings(store: Store, run_id: str, settings: Sequence[SettingLike]) -> None:
+def register_settings(store: Store, run_id: str, settings: Sequence[EngineSetting]) -> None:
     """Add a run's settings, in order, as pending rows (shared by the server and virtual sweeps)."""
     for position, setting in enumerate(settings):
         store.add_setting(
@@ -547,37 +541,71 @@ def register_settings(store: Store, run_id: str, settings: Sequence[SettingLike]
         )
 
 
+class Runner(Protocol):
+    """What `tune` drives: the server sweep (`Sweep`) or an engine's own runner (the simulator's virtual
+    time, `sim_sweep.VirtualSweep`), picked by the engine's registration (`EngineSpec.runner`)."""
+
+    events: SweepEvents
+
+    @property
+    def config(self) -> TuneConfig: ...
+
+    @property
+    def planner(self) -> SearchPlanner | None: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    def prepare(self) -> None:
+        """Every check that can fail before anything is launched or written."""
+
+    def attach(self, store: Store) -> None: ...
+
+    def new_run(self) -> str: ...
+
+    async def run(self, run_id: str) -> RunOutcome: ...
+
+
+def make_runner(config: TuneConfig, events: SweepEvents | None = None) -> Runner:
+    """The runner the config's engine registered (the server sweep unless it says otherwise)."""
+    path = spec_of(config).runner
+    if path is None:
+        runner: Runner = Sweep(config)
+    else:
+        module, _, function = path.partition(":")
+        runner = getattr(importlib.import_module(module), function)(config)
+    runner.events = events or SweepEvents()
+    return runner
+
+
 def open_sweep(
     config: TuneConfig | None, store_path: Path | None, *, resume: str | None, events: SweepEvents | None = None
-) -> tuple[Sweep, str]:
-    """Build a prepared Sweep and the run id to fill: a new run, or the stored config of `resume`."""
+) -> tuple[Runner, str]:
+    """Build a prepared runner and the run id to fill: a new run, or the stored config of `resume`."""
     if resume is not None:
         path = store_path or (config.store if config else Path("specfrontier.db"))
         if not path.exists():
             raise StoreError(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
         store = Store(path)
         row = store.run(resume)
+        if "bench" in row.config:
+            raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
         if row.status == "done":
             raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
-        stored = parse_config(row.config, source=f"run {resume} config")
-        if is_virtual(stored):
-            raise StoreError(
-                f"run = {resume!r}: a virtual simulator run; fix: run `specfrontier tune --resume {resume}`"
-            )
-        sweep = Sweep(stored, events=events)
-        sweep.prepare()
-        sweep.attach(store)
+        runner = make_runner(parse_config(row.config, source=f"run {resume} config"), events)
+        runner.prepare()
+        runner.attach(store)
         store.claim_run(resume)  # one writer per run: a second `--resume` of it stops here with a StoreError
         store.set_run_status(resume, "running")
-        return sweep, resume
-    if config is None or is_virtual(config):
-        raise ValueError("open_sweep needs a server-backed config when not resuming")
+        return runner, resume
+    if config is None:
+        raise ValueError("open_sweep needs a config when not resuming")
     if store_path is not None:
         config = config.model_copy(update={"store": store_path})
-    sweep = Sweep(config, events=events)
-    sweep.prepare()
-    sweep.attach(Store(config.store))
-    return sweep, sweep.new_run()
+    runner = make_runner(config, events)
+    runner.prepare()
+    runner.attach(Store(config.store))
+    return runner, runner.new_run()
 
 
 __all__ = [
@@ -585,10 +613,11 @@ __all__ = [
     "PER_REQUEST_SOURCE",
     "CellDone",
     "RunOutcome",
+    "Runner",
     "Sweep",
     "SweepEvents",
     "environment",
-    "is_virtual",
+    "make_runner",
     "open_sweep",
     "per_request_counters",
     "register_settings",

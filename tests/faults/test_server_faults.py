@@ -36,7 +36,7 @@ from tests.faults.conftest import (
     write_config,
 )
 
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.sim.serve import FORKED_CHILD_MARK
 from specfrontier.store import Store
 from specfrontier.sweep import open_sweep

@@ -16,7 +16,7 @@ import pytest
 
 from specfrontier.analysis import load_run
 from specfrontier.bench import METRICS_SOURCE
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.engines.llamacpp import LlamaCppAdapter
 from specfrontier.server import ServerProcess, free_port
 from specfrontier.store import Store

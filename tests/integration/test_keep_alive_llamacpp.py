@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.engines.llamacpp import LlamaCppAdapter
 from specfrontier.load.client import StreamingClient
 from specfrontier.records import Prompt, Sampling

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from specfrontier.analysis import load_run, speedup
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.store import Store
 from specfrontier.sweep import open_sweep
 from specfrontier.synthetic_models import SyntheticPair

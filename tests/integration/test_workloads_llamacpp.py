@@ -13,7 +13,7 @@ import pytest
 
 from specfrontier.analysis import load_run
 from specfrontier.analysis.bias import optimism_bias
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.report import report_markdown
 from specfrontier.sweep import open_sweep
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from specfrontier.config import default_config, load_config, parse_config
+from specfrontier.config.load import default_config, load_config, parse_config
 from specfrontier.errors import ConfigError
 
 BASELINE = {"name": "baseline"}
@@ -75,7 +75,7 @@ def test_missing_settings_means_the_default_settings() -> None:
         ),
         ({"settings": [{"name": "has space"}]}, "settings[0].name", "fix: use letters"),
         ({"workload": {"max_tokens": 0}}, "workload.max_tokens = 0", "fix: use a larger value"),
-        ({"engine": {"name": "sglang"}}, "engine.sglang.model_path: missing", "fix: add this key"),
+        ({"engine": {"name": "sglang"}}, "engine.model_path: missing", "fix: add this key"),
     ],
 )
 def test_invalid_config_names_field_and_fix(data: dict[str, Any], field: str, fix: str) -> None:

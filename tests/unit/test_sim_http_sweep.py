@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from specfrontier.analysis import load_run
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import RequestRecord
 from specfrontier.sim import load_profile

@@ -11,7 +11,9 @@ import pytest
 from specfrontier.analysis import load_run
 from specfrontier.analysis.compare import compare_runs
 from specfrontier.cli import main
-from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, parse_config, seed_sim_config
+from specfrontier.config.load import parse_config
+from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sim import SimEngine, SimTuneConfig, seed_sim_config
 from specfrontier.errors import ConfigError
 from specfrontier.report import report_json, report_markdown
 from specfrontier.report.compare import comparison_summary
@@ -19,8 +21,8 @@ from specfrontier.sim_sweep import VirtualSweep, sglang_command
 from specfrontier.store import Store
 
 
-def _small(**engine: object) -> SGLangTuneConfig:
-    return SGLangTuneConfig(
+def _small(**engine: object) -> SimTuneConfig:
+    return SimTuneConfig(
         engine=SimEngine(**engine),  # type: ignore[arg-type]
         settings=(
             SGLangSetting(name="no-spec"),
@@ -38,7 +40,7 @@ def test_virtual_run_is_stored_marked_simulated_and_deterministic(tmp_path: Path
         sweep = VirtualSweep(_small())
         sweep.attach(Store(tmp_path / name))
         run_id = sweep.new_run()
-        sweep.run(run_id)
+        sweep.run_sync(run_id)
         results.append(load_run(sweep.store, run_id))
     first, second = results
     assert first.run.status == "done" and first.run.environment["simulated"] is True
@@ -57,9 +59,9 @@ def test_resume_skips_stored_cells(tmp_path: Path) -> None:
     sweep = VirtualSweep(_small())
     sweep.attach(Store(tmp_path / "s.db"))
     run_id = sweep.new_run()
-    sweep.run(run_id)
+    sweep.run_sync(run_id)
     before = len(sweep.store.cells(run_id))
-    sweep.run(run_id)  # everything is stored already: nothing is measured twice
+    sweep.run_sync(run_id)  # everything is stored already: nothing is measured twice
     assert len(sweep.store.cells(run_id)) == before
 
 
@@ -145,11 +147,11 @@ def test_cli_engine_and_profile_errors(
     assert expected in capsys.readouterr().err
 
 
-def _run(cfg: SGLangTuneConfig, store: Store) -> str:
+def _run(cfg: SimTuneConfig, store: Store) -> str:
     sweep = VirtualSweep(cfg)
     sweep.attach(store)
     run_id = sweep.new_run()
-    sweep.run(run_id)
+    sweep.run_sync(run_id)
     return run_id
 
 

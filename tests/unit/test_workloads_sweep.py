@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from specfrontier.analysis import load_run
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.sweep import open_sweep
 

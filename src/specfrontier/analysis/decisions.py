@@ -11,11 +11,11 @@ draft tokens < more (docs/metrics.md).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from specfrontier.analysis.summary import CellSummary, Figure, RunData
+from specfrontier.engines.registry import vocabulary
 from specfrontier.stats import separated
 
 
@@ -112,25 +112,10 @@ def _separated(data: RunData, winner: str, loser: str, concurrency: float) -> bo
     return _figures_separated(w.aggregate_tok_s, lo.aggregate_tok_s)
 
 
-_DRAFT_LENGTH_KEYS = ("num_draft_tokens", "num_speculative_tokens", "draft_n_max", "draft_max", "ngram_size_m")
-
-
 def draft_length(params: dict[str, Any]) -> float:
-    """Draft tokens per step a setting's parameters ask for (inf when they do not say: assume the most).
-
-    The smallest of the lengths given counts (llama.cpp n-gram `ngram_size_m` drafts at most
-    `draft_n_max` when both are set); SGLang's topk-1 chain without `num_draft_tokens` runs num_steps + 1
-    (see config/sglang.py).
-    """
-    given = [
-        float(v) for k in _DRAFT_LENGTH_KEYS if isinstance(v := params.get(k), int | float) and not isinstance(v, bool)
-    ]
-    if given:
-        return min(given)
-    steps = params.get("num_steps")
-    if isinstance(steps, int) and not isinstance(steps, bool):
-        return float(steps + 1)
-    return math.inf
+    """Draft tokens per step a setting's parameters ask for, in any engine's spelling (inf when they do
+    not say: assume the most); see `engines.registry.Vocabulary.draft_length_of`."""
+    return vocabulary().draft_length_of(params)
 
 
 def setting_cost(data: RunData, setting: str) -> tuple[int, float]:

@@ -7,13 +7,16 @@ one line that names the field, the value seen and the fix. Nothing here launches
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.config.search import SearchConfig
 from specfrontier.config.workloads import WorkloadSpec
+
+if TYPE_CHECKING:
+    from specfrontier.engines.base import EngineOptions, EngineSetting
 
 
 class _Strict(BaseModel):
@@ -63,18 +66,6 @@ class _LaunchArgs(_Strict):
         args: tuple[str, ...] = getattr(self, "extra_args", ())
         check_extra_args(args, self._args_where())
         return self
-
-
-class SettingLike(Protocol):
-    """What the sweep and reports need of any engine's setting."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def speculative(self) -> bool: ...
-
-    def parameters(self) -> dict[str, Any]: ...
 
 
 class WorkloadConfig(_Strict):
@@ -141,8 +132,13 @@ class LoadConfig(_Strict):
 class TuneBase(_Strict):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
-    Subclasses add `engine` and `settings`; `baseline_hint` says how that engine spells "no speculation".
+    Subclasses add `engine` and `settings` (each engine module declares its own, see
+    `specfrontier.engines.base`); `baseline_hint` says how that engine spells "no speculation".
     """
+
+    if TYPE_CHECKING:  # declared by each engine's subclass, with its own types
+        engine: EngineOptions
+        settings: tuple[EngineSetting, ...]
 
     baseline_hint: ClassVar[str] = "add a setting without speculation"
 
@@ -205,8 +201,8 @@ class TuneBase(_Strict):
     def _sorted_unique(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(sorted(set(levels)))
 
-    def all_settings(self) -> tuple[SettingLike, ...]:
-        settings: tuple[SettingLike, ...] = getattr(self, "settings", ())
+    def all_settings(self) -> tuple[EngineSetting, ...]:
+        settings: tuple[EngineSetting, ...] = getattr(self, "settings", ())
         return settings
 
     @model_validator(mode="after")
@@ -289,7 +285,6 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 __all__ = [
     "LISTEN_FLAGS",
     "LoadConfig",
-    "SettingLike",
     "TuneBase",
     "WorkloadConfig",
     "WorkloadSpec",

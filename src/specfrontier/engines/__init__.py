@@ -1,16 +1,31 @@
-"""Engine adapters: one module per inference engine, registered by name in ENGINES."""
+"""Engines: one module per inference engine, each registering its config, settings, adapter and
+parameter names under one name (`engines.registry`). Importing this package registers the built-in
+ones; the order is the order `bench --url` asks them and the order their parameter names are merged."""
 
-from collections.abc import Callable
-from typing import Any
+# isort: off
+# Registration order: the order `bench --url` asks the adapters and the order parameter names merge
+# (SGLang's, then vLLM's, then llama.cpp's, so imported tables read the same as before the registry).
+from specfrontier.engines import sglang  # noqa: F401
+from specfrontier.engines import sim  # noqa: F401
+from specfrontier.engines import vllm  # noqa: F401
+from specfrontier.engines import llamacpp  # noqa: F401
 
-from specfrontier.engines.base import Capacity, EngineAdapter
-from specfrontier.engines.llamacpp import LlamaCppAdapter
-from specfrontier.engines.sglang import SGLangAdapter
+# isort: on
+from specfrontier.engines.base import Capacity, Detected, EngineAdapter, EngineOptions, EngineSetting, ParamNames
+from specfrontier.engines.registry import EngineSpec, engine_names, spec, spec_of, specs, stored_setting, vocabulary
 
-ENGINES: dict[str, Callable[[Any], EngineAdapter[Any]]] = {
-    "llamacpp": LlamaCppAdapter,
-    "sglang": SGLangAdapter,
-    "sim": SGLangAdapter,  # the simulator's HTTP face speaks SGLang's interface
-}
-
-__all__ = ["ENGINES", "Capacity", "EngineAdapter", "LlamaCppAdapter", "SGLangAdapter"]
+__all__ = [
+    "Capacity",
+    "Detected",
+    "EngineAdapter",
+    "EngineOptions",
+    "EngineSetting",
+    "EngineSpec",
+    "ParamNames",
+    "engine_names",
+    "spec",
+    "spec_of",
+    "specs",
+    "stored_setting",
+    "vocabulary",
+]

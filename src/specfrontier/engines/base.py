@@ -1,10 +1,21 @@
-"""The contract every engine adapter fulfils.
+"""The contract every engine fulfils: its settings, its engine options, its adapter, its parameter names.
 
-An adapter knows one inference engine's real interface: how a setting becomes a command line (with
-flag spellings probed from the installed version's `--help`), how to tell it is ready, where it reports
-its capacity, and where its speculative counters live. It holds no results: the sweep asks it for
-commands and readings and stores what comes back. Adapters are cheap to build; `prepare()` does the
-checks that can fail before any server is launched.
+An engine module (one file: `engines/llamacpp.py`, `engines/sglang.py`, `engines/sim.py`, ...) holds
+
+- an `EngineSetting` subclass: one server-side configuration (what needs a relaunch). It answers for
+  itself what the rest of the code would otherwise ask by isinstance or by engine name: whether it
+  speculates, which field is its speculation depth (the axis of search ladders), how to make it at
+  another depth, how deep a ladder may be extended;
+- an `EngineOptions` subclass: how to run the engine for every setting of a sweep (binary, model, ...);
+- an `EngineAdapter` subclass: the engine's real interface, how a setting becomes a command line, how to
+  tell it is ready, where it reports capacity and speculative counters, and how to recognise a running
+  server of this engine (`detect`, for `bench --url`);
+- `ParamNames`: how its settings spell depth, drafter family, branching and draft length, so stored
+  and imported parameters of any engine map to the performance model and the cost order;
+
+and registers them under one name (`engines.registry.register`). Adapters hold no results: the sweep
+asks them for commands and readings and stores what comes back. Adapters are cheap to build;
+`prepare()` does the checks that can fail before any server is launched.
 """
 
 from __future__ import annotations
@@ -12,10 +23,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 import aiohttp
 
+from specfrontier.config.common import _LaunchArgs
 from specfrontier.records import RequestSpecStats, SpecCounters
 
 SettingT = TypeVar("SettingT")
@@ -30,12 +42,114 @@ class Capacity:
     context_tokens: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ParamNames:
+    """How one engine's settings spell what the performance model, the cost order and imported tables
+    need. Every registered engine's names are merged (`registry.vocabulary`), so a stored or imported
+    parameter set of any engine reads the same way."""
+
+    depth: tuple[str, ...] = ()
+    """Draft depth s (tokens drafted per step along a chain)."""
+    family: tuple[str, ...] = ()
+    """The drafter family (EAGLE3, ngram-simple, ...): acceptance is fitted per family."""
+    topk: tuple[str, ...] = ()
+    """Branching per draft step (tree drafting)."""
+    verified: tuple[str, ...] = ()
+    """Tokens verified per request per step, the root included."""
+    draft_length: tuple[str, ...] = ()
+    """Fields that bound the draft tokens per step: the cost order of the tie rule takes the smallest."""
+    depth_plus_one: tuple[str, ...] = ()
+    """Depth fields whose setting drafts depth + 1 tokens per step when no `draft_length` field is set
+    (a topk-1 chain verifies its steps plus the bonus token)."""
+    default_depth: int | None = None
+    """The engine's own depth when a setting names a family but no depth (None: the depth is required)."""
+
+
+class EngineSetting(_LaunchArgs):
+    """One server-side configuration of an engine. Subclasses declare `name` (first), their fields and
+    `extra_args`, and override what differs from these defaults."""
+
+    ladder_family: ClassVar[str] = ""
+    """Settings of one family with everything but the depth equal form one ladder (`search.ladder`)."""
+    max_depth: ClassVar[int] = 8
+    """Deepest depth a ladder extension may reach unless `search.max_depth` says otherwise."""
+    depth_followers: ClassVar[tuple[str, ...]] = ()
+    """Fields whose value follows the depth (a chain's verified tokens): not part of a ladder's identity."""
+
+    if TYPE_CHECKING:  # declared by each subclass, in its own field order (stored parameters keep it)
+        name: str
+        extra_args: tuple[str, ...]
+
+    def _args_where(self) -> str:
+        return f"settings[{self.name}]"
+
+    @property
+    @abstractmethod
+    def speculative(self) -> bool:
+        """Whether this setting drafts tokens at all (the baseline does not)."""
+
+    @property
+    def depth_field(self) -> str | None:
+        """The field holding the speculation depth, when the setting is on a depth ladder (None: not)."""
+        return None
+
+    @property
+    def depth(self) -> int | None:
+        """The setting's speculation depth, or None when it is not on a ladder."""
+        name = self.depth_field
+        value = getattr(self, name) if name else None
+        return int(value) if value is not None else None
+
+    def with_depth(self, depth: int, name: str) -> Self:
+        """This setting at another depth, validated like a listed one (`_at_depth` adjusts the rest)."""
+        field = self.depth_field
+        if field is None:
+            raise ValueError(f"setting {self.name!r} is not on a depth ladder")
+        data = self.model_dump()
+        data.update({"name": name, field: depth})
+        return self.model_validate(self._at_depth(data, depth))
+
+    def _at_depth(self, data: dict[str, Any], depth: int) -> dict[str, Any]:
+        """Fields that follow the depth (a chain's verified tokens); unchanged by default."""
+        return data
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters that were set explicitly (what distinguishes this setting), for reports."""
+        return self.model_dump(exclude={"name"}, exclude_none=True, exclude_defaults=True)
+
+    def ladder_parameters(self) -> dict[str, Any]:
+        """The parameters a ladder's members share: all but the depth and the fields that follow it."""
+        params = self.parameters()
+        for name in (self.depth_field, *self.depth_followers):
+            params.pop(name or "", None)
+        return params
+
+
+class EngineOptions(_LaunchArgs):
+    """How to run one engine for every setting of a sweep. Subclasses declare `name` as a Literal of
+    their registered name (the config's discriminator), `startup_timeout_s` and their own options."""
+
+    if TYPE_CHECKING:
+        name: str
+        startup_timeout_s: float
+
+
 class EngineAdapter(ABC, Generic[SettingT]):
-    """One engine. Methods are called in this order: prepare, then per setting command -> (server
-    runs) -> capacity -> spec_counters before and after each window."""
+    """One engine's real interface. Methods are called in this order: prepare, then per setting
+    command -> (server runs) -> capacity -> spec_counters before and after each window."""
 
     name: ClassVar[str]
+    display_name: ClassVar[str] = ""
+    """How the engine is named in reports and in `bench` runs (default: `name`)."""
     health_path: ClassVar[str] = "/health"
+    counters_source: ClassVar[str] = ""
+    keep_alive: ClassVar[bool] = True
+    """Whether the server keeps a connection open after a streamed response, so the client reuses it
+    (see `StreamingClient`); False for an engine known to close it, so no request meets a dead socket."""
+
+    def __init__(self, engine: Any) -> None:
+        """Built from the config's engine options (`EngineSpec.adapter(config.engine)`); cheap, no I/O."""
+        self.engine = engine
 
     @abstractmethod
     def prepare(self, settings: tuple[SettingT, ...]) -> None:
@@ -56,22 +170,34 @@ class EngineAdapter(ABC, Generic[SettingT]):
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: SettingT) -> Capacity:
         """Read back the resolved capacity from the running server (never assumed from flags)."""
 
+    # What follows reads a running server and needs no launch options, so it is asked of the class too
+    # (`bench --url` measures a server it did not launch with the adapter that recognised it).
+
+    @classmethod
     @abstractmethod
-    async def spec_counters(self, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
+    async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
         """Cumulative speculative counters now, or None if the server exposes none."""
 
+    @classmethod
     @abstractmethod
-    def request_spec_stats(self, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+    def request_spec_stats(cls, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
         """Per-request speculative counts found in one parsed stream chunk, if any."""
 
-    counters_source: ClassVar[str] = ""
-    keep_alive: ClassVar[bool] = True
-    """Whether the server keeps a connection open after a streamed response, so the client reuses it
-    (see `StreamingClient`); False for an engine known to close it, so no request meets a dead socket."""
-
-    def request_extras(self) -> dict[str, Any]:
+    @classmethod
+    def request_extras(cls) -> dict[str, Any]:
         """Engine-specific fields for every request body; none by default."""
         return {}
+
+    @classmethod
+    async def detect(cls, session: aiohttp.ClientSession, root: str) -> Detected | None:
+        """What a running server at `root` says about itself if it is this engine (None: it is not).
+
+        `bench --url` asks every registered adapter in turn; an adapter that cannot tell returns None."""
+        return None
+
+    @classmethod
+    def label(cls) -> str:
+        return cls.display_name or cls.name
 
     @property
     def simulated(self) -> bool:
@@ -89,4 +215,38 @@ class EngineAdapter(ABC, Generic[SettingT]):
         return 120.0
 
 
-__all__ = ["Capacity", "EngineAdapter", "SettingT"]
+async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
+    """GET a JSON document for `detect`: None for any non-200 answer, a non-JSON body or a failed
+    connection (a server that does not offer an endpoint is simply not that engine)."""
+    try:
+        async with session.get(url) as resp:
+            if resp.status != 200:
+                return None
+            try:
+                return await resp.json(content_type=None)
+            except ValueError:
+                return None
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Detected:
+    """A running server recognised by its adapter (`EngineAdapter.detect`): its capacity (None: it did not
+    say) with where that was read, and its version."""
+
+    capacity: Capacity | None
+    capacity_source: str
+    version: str
+
+
+__all__ = [
+    "Capacity",
+    "Detected",
+    "EngineAdapter",
+    "EngineOptions",
+    "EngineSetting",
+    "ParamNames",
+    "SettingT",
+    "get_json",
+]

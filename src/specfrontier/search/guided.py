@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specfrontier.config import SettingLike
 from specfrontier.config.search import SearchConfig
+from specfrontier.engines.base import EngineSetting
 from specfrontier.errors import SpecFrontierError
 from specfrontier.model import FittedModel, ModelCell, fit_model, setting_params
 from specfrontier.search.base import Done, Proposal, Step
@@ -57,19 +57,19 @@ def model_cells(obs: Observations, workload: str) -> list[ModelCell]:
 class GuidedStrategy:
     name = "guided"
 
-    def __init__(self, settings: Sequence[SettingLike], concurrency: Sequence[int], search: SearchConfig) -> None:
+    def __init__(self, settings: Sequence[EngineSetting], concurrency: Sequence[int], search: SearchConfig) -> None:
         self.search = search
         self.targets = tuple(search.target_concurrency or concurrency)
         self.ladders: list[Ladder] = build_ladders(settings, search.max_depth)
         self.baselines = [s for s in settings if not s.speculative]
-        self.candidates: dict[str, SettingLike] = {s.name: s for s in settings}
+        self.candidates: dict[str, EngineSetting] = {s.name: s for s in settings}
         self.ladder_of: dict[str, tuple[Ladder, int]] = {}
         for ladder in self.ladders:
             for depth in ladder.depths():
                 s = ladder.setting_at(depth)
                 self.candidates.setdefault(s.name, s)
                 self.ladder_of[s.name] = (ladder, depth)
-        self.design: list[SettingLike] = list(self.baselines)
+        self.design: list[EngineSetting] = list(self.baselines)
         for ladder in self.ladders:
             listed = ladder.listed_depths
             self.design += [ladder.setting_at(d) for d in dict.fromkeys((listed[0], listed[-1]))]
@@ -101,7 +101,7 @@ class GuidedStrategy:
             confirmed.append(f"C={c}: {best} ({value:.1f})")
         return Done(f"confirmed within the noise at {'; '.join(confirmed)}{self.model_note}")
 
-    def _design_role(self, s: SettingLike) -> str:
+    def _design_role(self, s: EngineSetting) -> str:
         if not s.speculative:
             return "baseline (no speculation)"
         depth = depth_of(s)

@@ -15,7 +15,8 @@ Budget (checked before every launch of a setting not yet launched in this run):
 
 from __future__ import annotations
 
-from specfrontier.config import SettingLike, TuneConfig
+from specfrontier.config import TuneConfig
+from specfrontier.engines.base import EngineSetting
 from specfrontier.search.adaptive import AdaptiveStrategy
 from specfrontier.search.base import Done, Strategy
 from specfrontier.search.grid import GridStrategy
@@ -47,7 +48,7 @@ class SearchPlanner:
         self.trace: list[str] = []
         self.stop_reason: str | None = None
 
-    def next_setting(self) -> SettingLike | None:
+    def next_setting(self) -> EngineSetting | None:
         obs = self.observer.observe()
         attempted = self.yielded | {name for name, status in obs.status.items() if status == "done"}
         step = self.strategy.propose(obs, attempted)
@@ -66,7 +67,7 @@ class SearchPlanner:
         self.trace.append(f"{setting.name}: {step.reason}")
         return setting
 
-    def _over_budget(self, obs: Observations, setting: SettingLike) -> str | None:
+    def _over_budget(self, obs: Observations, setting: EngineSetting) -> str | None:
         search = self.config.search
         if search.max_launches is not None and obs.launches >= search.max_launches:
             return (
@@ -82,7 +83,7 @@ class SearchPlanner:
                 )
         return None
 
-    def _register(self, setting: SettingLike, obs: Observations) -> None:
+    def _register(self, setting: EngineSetting, obs: Observations) -> None:
         self.store.add_setting(
             self.run_id,
             setting_id=setting.name,

@@ -6,8 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from specfrontier.config import LlamaCppEngine, LlamaCppSetting
-from specfrontier.engines.llamacpp import LlamaCppAdapter, counters_from_metrics, flags_in_help
+from specfrontier.engines.llamacpp import (
+    LlamaCppAdapter,
+    LlamaCppEngine,
+    LlamaCppSetting,
+    counters_from_metrics,
+    flags_in_help,
+)
 from specfrontier.errors import ConfigError
 from specfrontier.records import RequestSpecStats, SpecCounters
 

@@ -6,8 +6,14 @@ import sys
 
 import pytest
 
-from specfrontier.config import SGLangEngine, SGLangSetting, SimEngine
-from specfrontier.engines.sglang import SGLangAdapter, capacity_from_server_info, spec_stats_from_chunk
+from specfrontier.engines.sglang import (
+    SGLangAdapter,
+    SGLangEngine,
+    SGLangSetting,
+    capacity_from_server_info,
+    spec_stats_from_chunk,
+)
+from specfrontier.engines.sim import SimAdapter, SimEngine
 from specfrontier.errors import ConfigError
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.sweep import PER_REQUEST_EXACT_SOURCE, _window_counters
@@ -56,7 +62,7 @@ def test_a_server_without_the_speculative_options_is_refused_before_launch() -> 
 
 
 def test_simulator_face_is_launched_like_an_engine() -> None:
-    adapter = SGLangAdapter(SimEngine(face="http", time_scale=20.0, profile="seed-qwen3.5-122b-a10b"), help_text=HELP)
+    adapter = SimAdapter(SimEngine(face="http", time_scale=20.0, profile="seed-qwen3.5-122b-a10b"), help_text=HELP)
     argv = adapter.command(STEPS4, port=5, max_concurrency=4)
     assert argv[:3] == [sys.executable, "-m", "specfrontier.sim.serve"]
     assert _flags(argv)["--time-scale"] == "20.0"

@@ -9,7 +9,7 @@ import pytest
 
 from specfrontier.bench import BenchOptions, parse_client_workers
 from specfrontier.cli import main
-from specfrontier.config import default_config, parse_config
+from specfrontier.config.load import default_config, parse_config
 from specfrontier.errors import ConfigError
 
 

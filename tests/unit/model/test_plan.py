@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from specfrontier.cli import main
-from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine
+from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.importer import load_table, store_table
 from specfrontier.model.plan import levels, make_plan, plan_json, run_cells
@@ -60,7 +61,7 @@ def test_fit_only_names_must_exist(tmp_path: Path) -> None:
 
 
 def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_shape(tmp_path: Path) -> None:
-    config = SGLangTuneConfig(
+    config = SimTuneConfig(
         engine=SimEngine(),
         settings=(
             SGLangSetting(name="no-spec"),
@@ -74,7 +75,7 @@ def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_sh
     sweep = VirtualSweep(config)
     sweep.attach(Store(tmp_path / "sim.db"))
     run_id = sweep.new_run()
-    sweep.run(run_id)
+    sweep.run_sync(run_id)
     run = run_cells(sweep.store, run_id)
     assert run.kind == "simulated" and run.rho is not None and 0 < run.rho < 1
     assert all(c.acceptance_length is not None for c in run.cells if c.params.speculative)

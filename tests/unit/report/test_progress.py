@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from builders import record_ms
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.engines import Capacity
 from specfrontier.metrics import cell_metrics
 from specfrontier.records import SpecCounters

@@ -13,7 +13,9 @@ import pytest
 from schedule_rules import sglang_check_num_steps, sglang_slot_for_batch, vllm_lookup
 from specfrontier.analysis import RunData, load_run
 from specfrontier.cli import main
-from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, WorkloadConfig
+from specfrontier.config import WorkloadConfig
+from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.schedules import (
     depth_schedule,
@@ -32,7 +34,7 @@ LEVELS = (1, 4, 16, 64)
 def _run(tmp_path: Path, steps: tuple[int, ...] = (1, 2, 3, 4), extra: tuple[SGLangSetting, ...] = ()) -> RunData:
     settings = [SGLangSetting(name="no-spec")]
     settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in steps]
-    config = SGLangTuneConfig(
+    config = SimTuneConfig(
         engine=SimEngine(min_requests=8),
         settings=(*settings, *extra),
         concurrency=LEVELS,
@@ -45,7 +47,7 @@ def _run(tmp_path: Path, steps: tuple[int, ...] = (1, 2, 3, 4), extra: tuple[SGL
     sweep = VirtualSweep(config)
     sweep.attach(Store(config.store))
     run_id = sweep.new_run()
-    sweep.run(run_id)
+    sweep.run_sync(run_id)
     return load_run(sweep.store, run_id)
 
 

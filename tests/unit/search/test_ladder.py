@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specfrontier.config import LlamaCppSetting, SGLangSetting
+from specfrontier.engines.llamacpp import LlamaCppSetting
+from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.search.ladder import build_ladders, depth_of, with_depth
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specfrontier.config import parse_config
+from specfrontier.config.load import parse_config
 from specfrontier.sweep import open_sweep
 
 pytestmark = pytest.mark.slow

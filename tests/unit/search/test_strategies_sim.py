@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from specfrontier.cli import main
-from specfrontier.config import SGLangSetting, SGLangTuneConfig, SimEngine, WorkloadConfig, parse_config
+from specfrontier.config import WorkloadConfig
+from specfrontier.config.load import parse_config
 from specfrontier.config.search import SearchConfig
+from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.search.observe import observe
 from specfrontier.sim_sweep import VirtualSweep
@@ -18,10 +21,10 @@ from specfrontier.store import Store
 
 def _config(
     search: SearchConfig, steps: tuple[int, ...] = (1, 2, 3), concurrency: tuple[int, ...] = (1, 64)
-) -> SGLangTuneConfig:
+) -> SimTuneConfig:
     settings = [SGLangSetting(name="no-spec")]
     settings += [SGLangSetting(name=f"steps{s}", algorithm="EAGLE3", num_steps=s, eagle_topk=1) for s in steps]
-    return SGLangTuneConfig(
+    return SimTuneConfig(
         engine=SimEngine(min_requests=8),
         settings=tuple(settings),
         concurrency=concurrency,
@@ -33,10 +36,10 @@ def _config(
     )
 
 
-def _run(tmp_path: Path, config: SGLangTuneConfig, name: str = "s.db") -> VirtualSweep:
+def _run(tmp_path: Path, config: SimTuneConfig, name: str = "s.db") -> VirtualSweep:
     sweep = VirtualSweep(config)
     sweep.attach(Store(tmp_path / name))
-    sweep.run(sweep.new_run())
+    sweep.run_sync(sweep.new_run())
     return sweep
 
 
@@ -104,7 +107,7 @@ def test_resumed_search_makes_the_same_choices_and_measures_nothing_twice(tmp_pa
     cells = len(sweep.store.cells(run_id))
     again = VirtualSweep(parse_config(sweep.store.run(run_id).config))  # the stored config, as --resume does
     again.attach(sweep.store)
-    again.run(run_id)
+    again.run_sync(run_id)
     assert len(sweep.store.cells(run_id)) == cells
     assert again.planner is not None and sweep.planner is not None
     assert again.planner.stop_reason == sweep.planner.stop_reason
@@ -149,7 +152,7 @@ def test_cli_search_option_is_checked_and_the_trace_printed(
     assert "stopped: budget: search.max_launches = 3" in out
 
 
-def _wide(search: SearchConfig) -> SGLangTuneConfig:
+def _wide(search: SearchConfig) -> SimTuneConfig:
     return _config(search, steps=tuple(range(1, 7)), concurrency=(1, 16, 64))
 
 

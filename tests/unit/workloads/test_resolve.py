@@ -115,7 +115,7 @@ def test_sessions_grow_the_recorded_context_turn_by_turn() -> None:
 
 
 def test_sessions_are_refused_with_open_loop_load() -> None:
-    from specfrontier.config import parse_config
+    from specfrontier.config.load import parse_config
 
     with pytest.raises(ConfigError, match="sessions are replayed closed loop"):
         parse_config(
