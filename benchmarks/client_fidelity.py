@@ -73,7 +73,7 @@ from fidelity_analysis import (
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.health import ClientHealth
 from specfrontier.load.workers import measure_closed_loop, resolve_workers
-from specfrontier.metrics import cell_metrics
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
 REPO = Path(__file__).resolve().parents[1]
@@ -601,7 +601,7 @@ def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: b
     """
     from specfrontier.config.load import parse_config
     from specfrontier.engines.llamacpp import LlamaCppAdapter
-    from specfrontier.server import ServerProcess, free_port
+    from specfrontier.process.launch import ServerProcess, free_port
 
     print(f"\n== phase 3: llama-server agreement, load average before: {loadavg()}", flush=True)
     cfg = parse_config({"engine": {"threads": 1, "ctx_size": 4096}, "settings": [{"name": "baseline"}]})
@@ -657,7 +657,7 @@ def llama_phase(plan: Plan, out_dir: Path, results: dict[str, Any], ours_only: b
 
 
 DEFINITIONS = """\
-Definitions (ours: `specfrontier.metrics`; GuideLLM 0.8.1: `schemas/base/request_stats.py`):
+Definitions (ours: `specfrontier.metrics.window`; GuideLLM 0.8.1: `schemas/base/request_stats.py`):
 - TTFT. Ours: first content chunk's read - the moment the request is handed to aiohttp, on a kept-alive
   connection (llama.cpp: a new connection per request, so its connect is inside TTFT). GuideLLM: first
   token line - the moment httpx starts writing the request headers on a kept-alive connection. Both

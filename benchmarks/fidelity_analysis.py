@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from specfrontier.metrics import CellMetrics
+from specfrontier.metrics.window import CellMetrics
 from specfrontier.records import RequestRecord
 
 _NS_PER_MS = 1e6

@@ -36,10 +36,10 @@ from specfrontier.config.load import parse_config
 from specfrontier.engines import registry
 from specfrontier.engines.base import EngineAdapter, EngineSetting
 from specfrontier.load import StreamingClient
-from specfrontier.model.cells import setting_params
+from specfrontier.perfmodel.cells import setting_params
+from specfrontier.process.launch import ServerProcess, free_port, group_alive
 from specfrontier.records import Sampling
-from specfrontier.server import ServerProcess, free_port, group_alive
-from specfrontier.sweep import _window_counters
+from specfrontier.runs.sweep import _window_counters
 from specfrontier.workloads import load_prompts
 
 

@@ -37,9 +37,9 @@ from tests.faults.conftest import (
 )
 
 from specfrontier.config.load import parse_config
+from specfrontier.runs.sweep import open_sweep
 from specfrontier.sim.serve import FORKED_CHILD_MARK
 from specfrontier.store import Store
-from specfrontier.sweep import open_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -254,8 +254,8 @@ async def test_a_port_held_by_another_server_is_never_measured(
     """The launched server binds its port only after 1.5 s (like SGLang loading weights); meanwhile the
     impostor answers the health check. Readiness must see the port is not ours: relaunch on a new port
     once, and fail the setting (naming the impostor) if that port is taken too."""
-    import specfrontier.server as server_module
-    import specfrontier.sweep as sweep_module
+    import specfrontier.process.launch as server_module
+    import specfrontier.runs.sweep as sweep_module
 
     impostor = _Impostor()
     port = await impostor.start()
@@ -405,7 +405,7 @@ def test_two_tunes_on_one_store_keep_their_rows_apart(tmp_path: Path, clean_rows
 
 def test_bench_where_every_request_fails_exits_1(tmp_path: Path, matrix: MatrixEntry) -> None:
     """A plain HTTP file server: /v1/models is a 404 (allowed), every completion POST a 501."""
-    from specfrontier.server import free_port
+    from specfrontier.process.launch import free_port
 
     port = free_port()
     server = subprocess.Popen(

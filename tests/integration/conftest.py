@@ -15,7 +15,7 @@ import pytest
 
 from specfrontier.engines.llamacpp import default_binary
 from specfrontier.errors import DependencyError
-from specfrontier.synthetic_models import SyntheticPair, generate_pair
+from specfrontier.testing.synthetic_models import SyntheticPair, generate_pair
 
 
 @pytest.fixture(scope="session")

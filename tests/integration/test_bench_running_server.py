@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from specfrontier.analysis import load_run
-from specfrontier.bench import METRICS_SOURCE
 from specfrontier.config.load import parse_config
 from specfrontier.engines.llamacpp import LlamaCppAdapter
-from specfrontier.server import ServerProcess, free_port
+from specfrontier.process.launch import ServerProcess, free_port
+from specfrontier.runs.bench import METRICS_SOURCE
+from specfrontier.runs.sweep import open_sweep
 from specfrontier.store import Store
-from specfrontier.sweep import open_sweep
-from specfrontier.synthetic_models import SyntheticPair
+from specfrontier.testing.synthetic_models import SyntheticPair
 
 pytestmark = pytest.mark.engine
 

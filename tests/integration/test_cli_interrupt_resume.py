@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specfrontier.synthetic_models import SyntheticPair
+from specfrontier.testing.synthetic_models import SyntheticPair
 
 pytestmark = pytest.mark.engine
 

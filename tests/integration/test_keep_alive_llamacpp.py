@@ -15,9 +15,9 @@ import pytest
 from specfrontier.config.load import parse_config
 from specfrontier.engines.llamacpp import LlamaCppAdapter
 from specfrontier.load.client import StreamingClient
+from specfrontier.process.launch import ServerProcess, free_port
 from specfrontier.records import Prompt, Sampling
-from specfrontier.server import ServerProcess, free_port
-from specfrontier.synthetic_models import SyntheticPair
+from specfrontier.testing.synthetic_models import SyntheticPair
 
 pytestmark = pytest.mark.engine
 

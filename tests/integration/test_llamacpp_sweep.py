@@ -15,9 +15,9 @@ import pytest
 
 from specfrontier.analysis import load_run, speedup
 from specfrontier.config.load import parse_config
+from specfrontier.runs.sweep import open_sweep
 from specfrontier.store import Store
-from specfrontier.sweep import open_sweep
-from specfrontier.synthetic_models import SyntheticPair
+from specfrontier.testing.synthetic_models import SyntheticPair
 
 pytestmark = pytest.mark.engine
 

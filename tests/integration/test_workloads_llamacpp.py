@@ -15,7 +15,7 @@ from specfrontier.analysis import load_run
 from specfrontier.analysis.bias import optimism_bias
 from specfrontier.config.load import parse_config
 from specfrontier.report import report_markdown
-from specfrontier.sweep import open_sweep
+from specfrontier.runs.sweep import open_sweep
 
 pytestmark = pytest.mark.engine
 

@@ -17,12 +17,12 @@ import pytest
 from aiohttp import web
 
 from specfrontier.analysis import load_run
-from specfrontier.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
 from specfrontier.cli import main
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.errors import ConfigError, EngineError
+from specfrontier.runs.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
+from specfrontier.runs.sweep import PER_REQUEST_SOURCE
 from specfrontier.store import Store
-from specfrontier.sweep import PER_REQUEST_SOURCE
 
 
 @pytest.mark.parametrize(

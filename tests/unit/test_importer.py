@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.importer import load_table, store_table
+from specfrontier.runs.imported import load_table, store_table
 from specfrontier.store import Store
 
 SEED = Path(__file__).resolve().parents[1] / "data" / "seed_frontier.json"

@@ -11,7 +11,7 @@ import pytest
 
 import specfrontier.report
 from specfrontier.analysis.summary import CellSummary, Figure
-from specfrontier.metric_specs import (
+from specfrontier.metrics.specs import (
     CELL_METRICS,
     SECTIONS,
     LatencyColumn,

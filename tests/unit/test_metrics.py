@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specfrontier.metrics import cell_metrics, peak_concurrency
+from specfrontier.metrics.window import cell_metrics, peak_concurrency
 from specfrontier.records import RequestRecord, RequestSpecStats
 
 MS = 1_000_000  # ns per ms

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specfrontier.errors import EngineStartError, EngineTimeout
-from specfrontier.server import ServerProcess, free_port, group_alive, tail_of
+from specfrontier.process.launch import ServerProcess, free_port, group_alive, tail_of
 
 # A parent that forks a grandchild, prints both pids, and sleeps: stopping must reap both.
 FORKING_CHILD = """
@@ -128,14 +128,14 @@ def test_tail_of_returns_last_lines_and_tolerates_missing_files(tmp_path: Path) 
     assert tail_of(tmp_path / "missing.log") == ""
 
 
-# -- the guard (specfrontier.watchdog) and the port owner ------------------------------------------
+# -- the guard (specfrontier.process.watchdog) and the port owner ------------------------------------------
 
 
 def test_guard_stops_the_group_when_the_pipe_closes_without_done() -> None:
     """EOF without `done` is the tool's death: the guard stops the whole group it was told to watch."""
     import subprocess
 
-    from specfrontier.watchdog import guard
+    from specfrontier.process.watchdog import guard
 
     leader = subprocess.Popen([sys.executable, "-c", FORKING_CHILD], stdout=subprocess.PIPE, start_new_session=True)
     assert leader.stdout is not None
@@ -151,7 +151,7 @@ def test_guard_leaves_the_group_alone_after_done() -> None:
     """`done` means the tool stopped the group itself: the id may be reused later and must not be touched."""
     import subprocess
 
-    from specfrontier.watchdog import guard
+    from specfrontier.process.watchdog import guard
 
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
@@ -172,7 +172,7 @@ def test_a_server_whose_tool_is_killed_is_stopped_by_its_guard(tmp_path: Path) -
     tool.write_text(
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from specfrontier.server import ServerProcess\n"
+        "from specfrontier.process.launch import ServerProcess\n"
         f"server = ServerProcess([sys.executable, '-c', {FORKING_CHILD!r}], Path({str(tmp_path / 's.log')!r}))\n"
         "server.start()\n"
         "print(server.pid, flush=True)\n"
@@ -221,7 +221,7 @@ def test_port_ownership_reads_proc_listeners() -> None:
     """Ours when the listener belongs to the group, someone else's otherwise, unknown with no listener."""
     import socket
 
-    from specfrontier.port_owner import port_ownership
+    from specfrontier.process.port_owner import port_ownership
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -245,6 +245,6 @@ def test_port_ownership_reads_proc_listeners() -> None:
     ],
 )
 def test_describe_exit_names_the_signal_and_its_usual_cause(code: int, expected: str) -> None:
-    from specfrontier.server import describe_exit
+    from specfrontier.process.launch import describe_exit
 
     assert describe_exit(code).startswith(expected)

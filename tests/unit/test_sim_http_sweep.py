@@ -15,12 +15,12 @@ import pytest
 
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
-from specfrontier.metrics import cell_metrics
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord
+from specfrontier.runs.sweep import PER_REQUEST_EXACT_SOURCE, open_sweep, to_server_time
 from specfrontier.sim import load_profile
 from specfrontier.sim.setting import SimSetting
 from specfrontier.sim.virtual import simulate_cell
-from specfrontier.sweep import PER_REQUEST_EXACT_SOURCE, open_sweep, to_server_time
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from builders import record_ms as _record
 from specfrontier.analysis import load_run
 from specfrontier.cli import main
 from specfrontier.errors import ConfigError
+from specfrontier.metrics.slo import Slo, parse_slo, request_is_good, window_goodput
 from specfrontier.report import report_json, report_markdown
-from specfrontier.slo import Slo, parse_slo, request_is_good, window_goodput
 from specfrontier.store import Store
 
 

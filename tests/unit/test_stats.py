@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specfrontier.stats import Interval, bootstrap_ci, is_noisy, mad, median, relative_mad, separated
+from specfrontier.metrics.stats import Interval, bootstrap_ci, is_noisy, mad, median, relative_mad, separated
 
 
 def test_median_and_mad_by_hand() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.sweep import PER_REQUEST_SOURCE, _window_counters, requests_per_cell
+from specfrontier.runs.sweep import PER_REQUEST_SOURCE, _window_counters, requests_per_cell
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.synthetic_models import SyntheticPair, generate_pair, main
+from specfrontier.testing.synthetic_models import SyntheticPair, generate_pair, main
 
 gguf = pytest.importorskip("gguf")
 

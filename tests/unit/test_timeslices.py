@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specfrontier.metrics.timeslices import SPIKE_FACTOR, spikes, time_slices
 from specfrontier.records import RequestRecord
-from specfrontier.timeslices import SPIKE_FACTOR, spikes, time_slices
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -16,7 +16,7 @@ from rich.console import Console
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
 from specfrontier.report import print_report, report_json, report_markdown
-from specfrontier.sweep import open_sweep
+from specfrontier.runs.sweep import open_sweep
 
 pytestmark = pytest.mark.slow
 

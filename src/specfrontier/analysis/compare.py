@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from specfrontier.analysis.decisions import recommended_per_concurrency
 from specfrontier.analysis.summary import CellSummary, Figure, RunData
-from specfrontier.stats import separated
+from specfrontier.metrics.stats import separated
 
 
 @dataclass(frozen=True, slots=True)

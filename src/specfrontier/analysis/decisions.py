@@ -3,7 +3,7 @@
 The objective at a fixed client concurrency is aggregate output tok/s (median over repeats): in a
 closed loop with C requests in flight it is the rate at which the server serves those C users, and at
 C=1 it equals per-request speed. A win counts as real only when the two settings' bootstrap intervals of
-the median do not overlap AND the medians differ by more than 1% (`specfrontier.stats.separated`; with 3
+the median do not overlap AND the medians differ by more than 1% (`specfrontier.metrics.stats.separated`; with 3
 repeats the interval is the min-max range); otherwise it is a tie within the noise, reported as such,
 and the recommendation takes the cheapest setting among those tied with the best: no speculation < fewer
 draft tokens < more (docs/metrics.md).
@@ -16,7 +16,7 @@ from typing import Any
 
 from specfrontier.analysis.summary import CellSummary, Figure, RunData
 from specfrontier.engines.registry import vocabulary
-from specfrontier.stats import separated
+from specfrontier.metrics.stats import separated
 
 
 @dataclass(frozen=True, slots=True)

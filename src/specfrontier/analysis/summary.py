@@ -1,7 +1,7 @@
 """Cell summaries over repeats, computed from the store alone.
 
 Each figure of a cell is the median over its repeats, with the lowest and highest repeat, the MAD and a
-seeded bootstrap interval of the median (`specfrontier.stats`; docs/metrics.md). A cell is noisy when its
+seeded bootstrap interval of the median (`specfrontier.metrics.stats`; docs/metrics.md). A cell is noisy when its
 aggregate tok/s has a relative MAD above 10%: MAD, unlike the range, is not moved by one disturbed
 repeat. Acceptance is
 pooled over repeats: counts are summed first, then divided, so a short repeat does not weigh as much
@@ -19,13 +19,13 @@ from typing import Any
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.load.health import saturated
-from specfrontier.metric_specs import CELL_METRICS, MetricSpec
-from specfrontier.metrics import CellMetrics, cell_metrics
+from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
+from specfrontier.metrics.specs import CELL_METRICS, MetricSpec
+from specfrontier.metrics.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
+from specfrontier.metrics.timeslices import Spike, TimeSlice, spikes, time_slices
+from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
-from specfrontier.slo import Slo, WindowGoodput, window_goodput
-from specfrontier.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
-from specfrontier.timeslices import Spike, TimeSlice, spikes, time_slices
 
 NOISY_SPREAD = NOISY_RELATIVE_MAD
 """A cell whose relative MAD (MAD / median over repeats) of aggregate tok/s exceeds this is flagged noisy."""
@@ -82,7 +82,7 @@ _NO_FIGURE = Figure(None, None, None, 0)
 
 @dataclass(frozen=True, slots=True)
 class GoodputSummary:
-    """Goodput of a cell under the report's SLOs, per repeat and over repeats (`specfrontier.slo`)."""
+    """Goodput of a cell under the report's SLOs, per repeat and over repeats (`specfrontier.metrics.slo`)."""
 
     windows: tuple[WindowGoodput, ...]
 
@@ -139,7 +139,7 @@ class CellSummary:
     load: tuple[dict[str, Any], ...] = ()
     """Open loop: per repeat, how the arrival schedule was kept (stored facts)."""
     slices: tuple[tuple[TimeSlice, ...], ...] = ()
-    """Per repeat, per-second figures of the window (see `specfrontier.timeslices`)."""
+    """Per repeat, per-second figures of the window (see `specfrontier.metrics.timeslices`)."""
     spikes: tuple[tuple[int, Spike], ...] = ()
     """(repeat, spike) for every slice whose p99 exceeds SPIKE_FACTOR x that repeat's median."""
     client_health: tuple[dict[str, Any], ...] = ()

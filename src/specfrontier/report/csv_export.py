@@ -13,7 +13,7 @@ import io
 from typing import Any
 
 from specfrontier.analysis import RunData
-from specfrontier.metric_specs import CELL_METRICS
+from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.json_export import report_json
 
 _SPREAD = tuple(m.name for m in CELL_METRICS if m.csv_range)

@@ -27,7 +27,8 @@ from specfrontier.analysis.frontier import (
     frontier_points,
     workload_name,
 )
-from specfrontier.metric_specs import html_latency_columns
+from specfrontier.metrics.specs import html_latency_columns
+from specfrontier.metrics.timeslices import SPIKE_FACTOR
 from specfrontier.report import plots
 from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.json_export import DEFINITIONS
@@ -42,7 +43,6 @@ from specfrontier.report.tables import (
 )
 from specfrontier.store import Store
 from specfrontier.textfiles import write_text_atomic
-from specfrontier.timeslices import SPIKE_FACTOR
 
 _TEMPLATES = Path(__file__).parent / "templates"
 SAMPLE_CHARS = 600

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.summary import CellSummary, Figure, figure_json
-from specfrontier.metric_specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
+from specfrontier.metrics.specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
 
 

@@ -8,9 +8,9 @@ Every table states its definitions in its notes (docs/metrics.md has the long fo
 from __future__ import annotations
 
 from specfrontier.analysis.summary import CellSummary, Figure, RunData
-from specfrontier.metric_specs import LatencyColumn, latency_columns
+from specfrontier.metrics.slo import slo_text
+from specfrontier.metrics.specs import LatencyColumn, latency_columns
 from specfrontier.report.table_model import Table
-from specfrontier.slo import slo_text
 
 LATENCY_NOTE_HEAD = "p50 / p99 over each repeat's requests, then the median over repeats."
 

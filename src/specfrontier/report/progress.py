@@ -29,8 +29,8 @@ from rich.text import Text
 from specfrontier.config import TuneConfig
 from specfrontier.engines import Capacity
 from specfrontier.engines.base import EngineSetting
+from specfrontier.runs.sweep import CellDone, SweepEvents
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone, SweepEvents
 
 Mode = Literal["live", "lines", "jsonl", "quiet"]
 LIVE_ROWS = 12

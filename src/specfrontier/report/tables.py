@@ -20,7 +20,7 @@ from specfrontier.analysis import (
     speedup,
 )
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
-from specfrontier.metric_specs import CELL_METRICS
+from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table
 from specfrontier.report.table_model import Table
 

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
+from specfrontier.metrics.timeslices import SPIKE_FACTOR
 from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.tables import (
     SIMULATED_NOTE,
@@ -17,7 +18,6 @@ from specfrontier.report.tables import (
     recommendation_lines,
     spike_lines,
 )
-from specfrontier.timeslices import SPIKE_FACTOR
 
 
 def _rich(t: Table) -> RichTable:

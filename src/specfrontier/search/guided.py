@@ -2,7 +2,7 @@
 
 1. design: the baseline(s) and, per depth ladder, its shallowest and deepest listed depths, at the
    target concurrency levels (`search.target_concurrency`; default every level: across concurrency);
-2. fit `specfrontier.model` to every cell measured so far (setting shape from the stored parameters,
+2. fit `specfrontier.perfmodel` to every cell measured so far (setting shape from the stored parameters,
    acceptance from the stored counters) and predict every candidate: the listed settings, and each
    ladder's depths up to `search.max_depth`;
 3. per target level, with m the best measured setting there (the objective's median over repeats):
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.base import EngineSetting
 from specfrontier.errors import SpecFrontierError
-from specfrontier.model import FittedModel, ModelCell, fit_model, setting_params
+from specfrontier.perfmodel import FittedModel, ModelCell, fit_model, setting_params
 from specfrontier.search.base import Done, Proposal, Step
 from specfrontier.search.ladder import Ladder, build_ladders, depth_of
 from specfrontier.search.observe import Observations

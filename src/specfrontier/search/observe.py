@@ -17,7 +17,7 @@ from typing import Any
 
 from specfrontier.analysis.summary import Figure
 from specfrontier.config.search import SearchObjective
-from specfrontier.metrics import CellMetrics, cell_metrics
+from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.store import Store
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from specfrontier.errors import ConfigError
-from specfrontier.metrics import CellMetrics
+from specfrontier.metrics.window import CellMetrics
 from specfrontier.sim._fit import Vector, least_squares
 from specfrontier.sim.costs import capacity_law
 from specfrontier.sim.measurements import Measurements, load_measurements

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specfrontier.errors import ConfigError
-from specfrontier.metrics import CellMetrics, cell_metrics
+from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord
 from specfrontier.sim.core import ServerCore, SimRequest
 from specfrontier.sim.costs import capacity

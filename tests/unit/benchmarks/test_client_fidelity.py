@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestServer
 
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
-from specfrontier.metrics import cell_metrics
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks"

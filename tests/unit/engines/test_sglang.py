@@ -16,7 +16,7 @@ from specfrontier.engines.sglang import (
 from specfrontier.engines.sim import SimAdapter, SimEngine
 from specfrontier.errors import ConfigError
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.sweep import PER_REQUEST_EXACT_SOURCE, _window_counters
+from specfrontier.runs.sweep import PER_REQUEST_EXACT_SOURCE, _window_counters
 
 HELP = """usage: sglang serve [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [--tp-size TP_SIZE]
   --speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE,NGRAM}
@@ -114,7 +114,7 @@ def test_window_acceptance_is_exact_from_per_request_verify_steps() -> None:
 
 
 def test_tune_progress_warns_about_the_silent_reset(capsys: pytest.CaptureFixture[str]) -> None:
-    from specfrontier.cli import _events
+    from specfrontier.cli.app import _events
     from specfrontier.engines import Capacity
 
     cap = capacity_from_server_info({"max_running_requests": 48}, STEPS4)

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from specfrontier.bench import BenchOptions, parse_client_workers
 from specfrontier.cli import main
 from specfrontier.config.load import default_config, parse_config
 from specfrontier.errors import ConfigError
+from specfrontier.runs.bench import BenchOptions, parse_client_workers
 
 
 def _config(**changes: Any) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from rich.console import Console
 from builders import record_ms
 from specfrontier.config.load import parse_config
 from specfrontier.engines import Capacity
-from specfrontier.metrics import cell_metrics
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
+from specfrontier.runs.sweep import CellDone
 from specfrontier.store import Store
-from specfrontier.sweep import CellDone
 
 
 class Clock:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specfrontier.config.load import parse_config
-from specfrontier.sweep import open_sweep
+from specfrontier.runs.sweep import open_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -24,9 +24,9 @@ import pytest
 
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
-from specfrontier.metrics import cell_metrics
+from specfrontier.metrics.window import cell_metrics
+from specfrontier.process.launch import free_port, group_alive
 from specfrontier.records import Prompt, RequestSpecStats, Sampling
-from specfrontier.server import free_port, group_alive
 from specfrontier.sim import SimSetting, load_profile, simulate_cell
 
 SEED = "seed-qwen3.5-122b-a10b"

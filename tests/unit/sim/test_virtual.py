@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.metrics import cell_metrics, peak_concurrency
+from specfrontier.metrics.window import cell_metrics, peak_concurrency
 from specfrontier.records import RequestRecord
 from specfrontier.sim import SimProfile, SimSetting, load_profile, simulate_cell
 

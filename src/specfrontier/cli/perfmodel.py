@@ -1,0 +1,147 @@
+"""`specfrontier import` and `specfrontier plan`: tables measured elsewhere, and the performance model fitted
+to a run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from specfrontier.cli.app import (
+    StoreOption,
+    _existing_path,
+    app,
+    console,
+)
+from specfrontier.errors import ConfigError
+from specfrontier.perfmodel.plan import Plan, RunCells, make_plan, plan_json, run_cells
+from specfrontier.runs.imported import load_table, store_table
+from specfrontier.store import Store
+
+
+def run_import(path: Path, *, engine: str | None, store_path: Path, console: Console) -> str:
+    """Validate the whole file first (nothing is written on an error), then store it as one run."""
+    table = load_table(path, engine=engine)
+    store = Store(store_path)
+    try:
+        run_id = store_table(store, table)
+    finally:
+        store.close()
+    console.print(
+        f"imported {len(table.cells)} cells of {len(table.settings)} settings ({escape(table.engine)}) from "
+        f"{escape(str(path))} as run [bold]{run_id}[/bold] in {escape(str(store_path))}"
+    )
+    console.print(f"fit the model with: specfrontier plan {run_id} --store {escape(str(store_path))}")
+    return run_id
+
+
+def _fmt_interval(iv: tuple[float, float] | None) -> str:
+    return "-" if iv is None else f"{iv[0]:.0f}-{iv[1]:.0f}"
+
+
+def _margin(margin: float | None, halfwidth: float | None) -> str:
+    if margin is None:
+        return "-"
+    within = halfwidth is not None and margin < 100 * halfwidth
+    return f"{margin:.1f} %" + (" (within model error)" if within else "")
+
+
+def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
+    """Terminal rendering: model summary, per-cell errors, frontier, max-depth choice."""
+    kind = {"imported": "imported figures", "simulated": "SIMULATED cells (model output)", "measured": "measured"}
+    console.print(
+        f"[bold]plan for run {escape(run.run_id)}[/bold] ({escape(run.engine)}, {kind.get(run.kind, run.kind)}); "
+        f"fitted on: {escape(', '.join(plan.fitted_settings))}"
+    )
+    console.print("Predictions below are MODEL outputs, not measurements.")
+    for line in plan.model.describe():
+        console.print(f"  {escape(line)}")
+    cells = Table(
+        title="predicted vs measured (per-request = decode tok/s of a running request, queue wait excluded; "
+        "aggregate = all tokens / window)"
+    )
+    for col in ("setting", "C", "metric", "measured", "predicted", "interval", "error %", "fit"):
+        cells.add_column(col, justify="left" if col in ("setting", "metric", "fit") else "right")
+    for r in plan.rows:
+        fit = "fit" if r.in_fit else "[bold]held out[/bold]"
+        flags = f" ({', '.join(r.flags)})" if r.flags else ""
+        cells.add_row(
+            escape(r.setting), str(r.concurrency), r.metric.removesuffix("_tok_s").replace("_", "-") + flags,
+            f"{r.measured:.1f}", f"{r.predicted:.1f}", _fmt_interval(r.interval), f"{r.error_pct:+.1f}", fit,
+        )  # fmt: skip
+    console.print(cells)
+    for in_fit, label in ((True, "fitted cells"), (False, "held-out cells")):
+        errs = plan.errors(in_fit=in_fit)
+        if errs:
+            console.print(
+                f"{label}: mean |error| {sum(errs) / len(errs):.1f} %, max {max(errs):.1f} % ({len(errs)} figures)"
+            )
+    front = Table(title="predicted frontier (best candidate per concurrency; untested = never measured)")
+    for col in ("C", "best aggregate", "agg tok/s", "interval", "B", "ahead of 2nd", "best per-request", "req tok/s"):
+        front.add_column(col, justify="left" if col.startswith("best") else "right")
+    for f in plan.frontier:
+        (ca, pa), (cr, pr) = f.best_aggregate, f.best_per_request
+        front.add_row(
+            str(f.concurrency), escape(ca.name), f"{pa.aggregate_tok_s:.0f}", _fmt_interval(pa.aggregate_interval),
+            str(pa.batch), _margin(f.runner_up_margin_pct, plan.model.interval_halfwidth),
+            escape(cr.name), f"{pr.per_request_tok_s:.1f}",
+        )  # fmt: skip
+    console.print(front)
+    for d in plan.depth:
+        steps = ", ".join(f"C={c}: s={s} (B={p.batch}, cap {p.capacity or '-'})" for c, s, p in d.by_concurrency)
+        console.print(f"capacity-aware depth {escape(f'[{d.family}]')}: {steps}")
+        why = (
+            "engines reserve state for the maximum depth, so a deeper s_max costs running slots even when "
+            "adaptive speculation uses fewer steps"
+            if plan.model.capacity_law.kind == "hybrid-state"
+            else "capacity does not depend on depth here, so this is the best predicted depth at the peak"
+        )
+        console.print(f"  -> size the server for max depth {d.max_depth} at peak C={d.peak_concurrency}: {why}")
+
+
+def run_plan(run_id: str, *, store_path: Path, fit_only: str | None, as_json: bool, console: Console) -> None:
+    """Fit and print; the store is only read (opened read-only: it may be a file the user cannot write)."""
+    store = Store(store_path, read_only=True)
+    try:
+        run = run_cells(store, run_id)
+    finally:
+        store.close()
+    names = [n.strip() for n in fit_only.split(",") if n.strip()] if fit_only else None
+    plan = make_plan(run.cells, fit_only=names, rho=run.rho)
+    if as_json:
+        sys.stdout.write(json.dumps(plan_json(plan, run), indent=2) + "\n")
+    else:
+        print_plan(plan, run, console)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="CSV or JSON table of measurements (see docs/model.md).")],
+    engine: Annotated[str | None, typer.Option("--engine", help="Engine of every row, when the file omits it.")] = None,
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Import measurements made elsewhere (CSV/JSON, or the seed table) as a run, to fit with `plan`."""
+
+    run_import(file, engine=engine, store_path=store, console=console)
+
+
+@app.command()
+def plan(
+    run_id: Annotated[str, typer.Argument(help="Run id (measured, simulated or imported).")],
+    store: StoreOption = Path("specfrontier.db"),
+    fit_only: Annotated[
+        str | None, typer.Option("--fit-only", help="Fit only these settings (comma-separated); predict the rest.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="terminal or json.")] = "terminal",
+) -> None:
+    """Fit the performance model to a run: predicted vs measured, the predicted frontier, the max depth."""
+
+    if fmt not in ("terminal", "json"):
+        raise ConfigError(f"--format = {fmt!r}: not a plan format; fix: use terminal or json")
+    run_plan(run_id, store_path=_existing_path(store), fit_only=fit_only, as_json=fmt == "json", console=console)

@@ -1,0 +1,147 @@
+"""`specfrontier schedule`: the best depth per batch size as an engine's schedule file."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from specfrontier.analysis import RunData, load_run
+from specfrontier.cli.app import (
+    StoreOption,
+    _open_existing,
+    app,
+    console,
+)
+from specfrontier.schedules import (
+    DepthSchedule,
+    depth_schedule,
+    sglang_adaptive_command,
+    sglang_adaptive_config,
+    static_choices,
+    stored_setting,
+    vllm_command,
+    vllm_speculative_config,
+)
+from specfrontier.schedules.vllm import VLLM_METHOD
+from specfrontier.search.ladder import depth_of
+from specfrontier.textfiles import check_output_path, write_text_atomic
+
+ScheduleEngine = Literal["vllm", "sglang"]
+
+
+def _paths(data: RunData) -> tuple[str, str | None]:
+    """Model and draft paths from the run's config (placeholders for a simulator run)."""
+    engine = data.run.config.get("engine", {})
+    if engine.get("name") == "sglang":
+        return str(engine.get("model_path")), engine.get("draft_model_path")
+    return "<model-path>", "<draft-model-path>"
+
+
+def _static_command(data: RunData, name: str, engine: ScheduleEngine) -> str:
+    model, draft = _paths(data)
+    setting = stored_setting(data, name)
+    if engine == "sglang":
+        command = data.setting(name).command
+        return shlex.join(command) if command else "(not stored)"
+    argv = ["vllm", "serve", model, "--host", "127.0.0.1"]
+    if setting.speculative:
+        depth = depth_of(setting)
+        method = VLLM_METHOD.get(setting.algorithm or "")
+        if depth is None or method is None:
+            return f"(no vLLM equivalent of {name}: vLLM has no tree/top-k drafting or {setting.algorithm})"
+        spec: dict[str, Any] = {"method": method, "num_speculative_tokens": depth}
+        if method != "mtp":
+            spec["model"] = draft or "<draft-model-path>"
+        argv += ["--speculative-config", json.dumps(spec)]
+    return shlex.join(argv)
+
+
+def _print_schedule(schedule: DepthSchedule, data: RunData, console: Console) -> None:
+    for lv in schedule.levels:
+        solid = "beyond the spread" if lv.beyond_spread else "within the spread of the runner-up"
+        console.print(
+            f"  C={lv.concurrency}: {escape(lv.setting)} (depth {lv.depth}), "
+            f"{lv.aggregate_tok_s:.1f} aggregate tok/s ({solid})"
+        )
+    ranges = ", ".join(f"batch {e.batch_lo}-{e.batch_hi}: {e.depth}" for e in schedule.entries)
+    console.print(f"  schedule (batch size: depth): {ranges}; above {schedule.entries[-1].batch_hi}: the last depth")
+    deepest = schedule.deepest_setting
+    capacity = data.setting(deepest).capacity
+    console.print(
+        f"  note: the engine sizes its buffers for depth {schedule.max_depth}, so the capacity is that of "
+        f"{escape(deepest)} ({capacity if capacity is not None else 'unknown'} requests in this run)"
+    )
+    top = max(lv.concurrency for lv in schedule.levels)
+    if capacity is not None and capacity < top:
+        console.print(
+            f"  [yellow]warning[/yellow]: batches above {capacity} never run under this schedule, so its choices for "
+            f"C > {capacity} (measured with a shallower setting's larger capacity) do not apply; at that load "
+            "compare it with the static throughput choice below"
+        )
+    for line in schedule.left_out:
+        console.print(f"  left out: {escape(line)}")
+
+
+def run_schedule(
+    data: RunData,
+    engine: ScheduleEngine,
+    output: Path | None,
+    slo_tpot_ms: float | None,
+    console: Console,
+) -> None:
+    """Print (and with `output`, write) the schedule, its launch command and the static choices."""
+    if output is not None:
+        check_output_path(output, "-o", example=f"{engine}-schedule.json")
+    simulated = " (SIMULATED: model predictions, not measurements)" if data.run.environment.get("simulated") else ""
+    console.print(f"[bold]Schedule for {engine}[/bold] from run {data.run.run_id}{simulated}")
+    schedule = depth_schedule(data)
+    _print_schedule(schedule, data, console)
+    model, draft = _paths(data)
+    if engine == "vllm":
+        content: dict[str, Any] = vllm_speculative_config(schedule, draft_model=draft or "<draft-model-path>")
+        command = vllm_command(content, model=model)
+    else:
+        content = sglang_adaptive_config(schedule)
+        path = str(output) if output is not None else "<adaptive-config.json>"
+        command = sglang_adaptive_command(schedule, path, model=model, draft_model=draft)
+    text = json.dumps(content, indent=2) + "\n"
+    if output is not None:
+        write_text_atomic(output, text)
+        console.print(f"  wrote {escape(str(output))}")
+    else:
+        console.print(text, end="", markup=False)
+    console.print(f"  launch: {escape(command)}")
+    console.print("\n[bold]Static best per workload[/bold] (one setting, no schedule)")
+    for choice in static_choices(data, slo_tpot_ms):
+        if choice.setting is None:
+            console.print(f"  {choice.workload}: none ({escape(choice.figure)})")
+            continue
+        console.print(f"  {choice.workload}: {escape(choice.setting)}, {escape(choice.figure)}")
+        console.print(f"    {escape(_static_command(data, choice.setting, engine))}")
+
+
+class ScheduleEngineName(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+@app.command()
+def schedule(
+    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop sim or SGLang run).")],
+    engine: Annotated[ScheduleEngineName, typer.Option("--engine", help="Schedule format: vllm or sglang.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the schedule file here.")] = None,
+    slo_tpot_ms: Annotated[
+        float | None, typer.Option("--slo-tpot-ms", help="Also pick the best setting meeting TPOT p90 <= this.")
+    ] = None,
+    store: StoreOption = Path("specfrontier.db"),
+) -> None:
+    """Best speculation depth per batch size as the engine's schedule file, plus the static best per workload."""
+
+    run_schedule(load_run(_open_existing(store, read_only=True), run_id), engine.value, output, slo_tpot_ms, console)

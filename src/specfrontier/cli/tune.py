@@ -1,0 +1,276 @@
+"""`specfrontier tune`: launch the engine per setting (or run the engine's own runner), measure every
+level, store, report; interrupts (signals, a closed stdout) stop it cleanly and say how to resume."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from specfrontier.analysis import RunData, load_run
+from specfrontier.analysis.compare import compare_runs
+from specfrontier.cli.app import (
+    SLO_HELP,
+    _detach_stdout,
+    _say,
+    app,
+    console,
+    err,
+)
+from specfrontier.cli.render import print_comparison, write_tune_html
+from specfrontier.config import TuneConfig
+from specfrontier.config.common import describe_validation_error
+from specfrontier.config.load import load_config
+from specfrontier.engines import registry
+from specfrontier.errors import ConfigError
+from specfrontier.metrics.slo import parse_slo
+from specfrontier.report import print_report
+from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
+from specfrontier.runs.sweep import Runner, RunOutcome, SweepEvents, make_runner, open_sweep
+from specfrontier.search.planner import SearchPlanner
+from specfrontier.store import Store
+
+
+def apply_search_options(
+    cfg: TuneConfig, *, strategy: str | None, max_launches: int | None, max_engine_s: float | None
+) -> TuneConfig:
+    """`cfg` with `--search`, `--max-launches` and `--max-engine-s` applied to its `search:` block."""
+    overrides = {"strategy": strategy, "max_launches": max_launches, "max_engine_s": max_engine_s}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if not given:
+        return cfg
+    data = cfg.model_dump(mode="json")
+    data["search"] = {**data["search"], **given}
+    try:
+        return type(cfg).model_validate(data)
+    except ValidationError as exc:
+        option = "--" + next(iter(given)).replace("_", "-").replace("strategy", "search")
+        raise ConfigError(describe_validation_error(exc, option)) from exc
+
+
+def refuse_on_resume(strategy: str | None, max_launches: int | None, max_engine_s: float | None) -> None:
+    """A resumed run continues the search it was started with (its stored config)."""
+    if strategy is not None or max_launches is not None or max_engine_s is not None:
+        raise ConfigError(
+            "--search/--max-launches/--max-engine-s with --resume: a resumed run keeps its stored search; "
+            "fix: drop these options, or start a new run"
+        )
+
+
+def print_search_trace(planner: SearchPlanner | None, console: Console) -> None:
+    """Which settings the search measured and why, and why it stopped (nothing for a plain grid)."""
+    if planner is None:
+        return
+    search = planner.config.search
+    if search.strategy == "grid" and not search.budgeted:
+        return
+    listed = len(planner.config.all_settings())
+    console.print(
+        f"\n[bold]Search[/bold] ({search.strategy}): {len(planner.trace)} setting(s) launched "
+        f"({listed} listed); objective {search.objective} at C="
+        f"{','.join(map(str, search.target_concurrency or planner.config.concurrency))}"
+    )
+    for line in planner.trace:
+        console.print(f"  {escape(line)}")
+    if planner.stop_reason:
+        console.print(f"  stopped: {escape(planner.stop_reason)}")
+
+
+def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store, run_id: str) -> SweepProgress:
+    """The live view / lines / JSON lines of a tune, with its cell plan (for the ETA)."""
+    mode = progress_mode(quiet, events, console)
+    levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)
+    return SweepProgress(
+        err if mode == "jsonl" else console,
+        mode,
+        planned_cells(config, store, run_id),
+        per_setting_cells=config.repeats * levels * max(len(config.workloads), 1),
+    )
+
+
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+async def _run_sweep(sweep: Runner, run_id: str, output_closed: list[bool]) -> RunOutcome:
+    """Run the sweep; SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal went away) cancel it cleanly
+    (server stopped, cells kept, run marked interrupted), and so does a closed stdout (`tune | head`).
+
+    The signals are installed explicitly: a process started in the background by a non-interactive shell
+    inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler of its own.
+    """
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    if task is not None:
+        for sig in _INTERRUPTS:
+            loop.add_signal_handler(sig, task.cancel)
+        sweep.events = _cancel_on_closed_output(sweep.events, task, output_closed)
+    return await sweep.run(run_id)
+
+
+def _cancel_on_closed_output(events: SweepEvents, task: asyncio.Task[RunOutcome], closed: list[bool]) -> SweepEvents:
+    """The same callbacks, but a closed stdout (BrokenPipeError while printing progress) cancels the sweep
+    like Ctrl-C instead of failing it half-way: the run stays resumable and the tool says so on stderr."""
+
+    def guarded(callback: Callable[..., None] | None) -> Callable[..., None] | None:
+        if callback is None:
+            return None
+
+        def call(*args: object) -> None:
+            if closed:
+                return
+            try:
+                callback(*args)
+            except BrokenPipeError:
+                closed.append(True)
+                _detach_stdout()
+                task.cancel()
+
+        return call
+
+    return SweepEvents(**{f.name: guarded(getattr(events, f.name)) for f in fields(SweepEvents)})
+
+
+ENGINE_OPTION_FLAGS = ("profile", "face", "time_scale")
+"""Engine options `tune` takes as flags (`--profile`, `--face`, `--time-scale`): each applies to an engine
+whose options have a field of that name (today the simulator's)."""
+
+
+def _tune_config(
+    path: Path | None, engine: str | None, profile: str | None, face: str | None = None, time_scale: float | None = None
+) -> TuneConfig:
+    """The config from --config, or the engine's embedded default; --engine and the option flags must
+    agree with it."""
+    spec = registry.spec(engine, where="--engine") if engine is not None else None
+    if path is None and spec is not None and spec.default_config is not None:
+        cfg = spec.default_config()
+    else:
+        cfg = load_config(path)
+    if engine is not None and cfg.engine.name != engine:
+        raise ConfigError(f"--engine = {engine!r} but the config says engine.name = {cfg.engine.name!r}; fix: drop one")
+    overrides = {"profile": profile, "face": face, "time_scale": time_scale}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        flag = f"--{key.replace('_', '-')}"
+        options = type(cfg.engine)
+        if key not in options.model_fields:
+            owners = [registry.spec(name) for name in registry.engines_with_option(key)]
+            labels = " or the ".join(o.adapter.label() for o in owners)
+            raise ConfigError(
+                f"{flag} = {value!r} needs the {labels} (engine {cfg.engine.name!r} has no {key} option); "
+                f"fix: add --engine {owners[0].name}"
+            )
+        try:
+            engine_cfg = options.model_validate({**cfg.engine.model_dump(), key: value})
+        except ValidationError as exc:
+            raise ConfigError(describe_validation_error(exc, flag)) from exc
+        cfg = cfg.model_copy(update={"engine": engine_cfg})
+    return cfg
+
+
+def _companion(cfg: TuneConfig | None, store: Store, first: RunData, out: Console) -> None:
+    """The second run an engine asks for after this config (the simulator's seed grid under production
+    sampling), measured into the same store and compared with the first."""
+    make = registry.spec_of(cfg).companion if cfg is not None else None
+    second = make(cfg) if make is not None and cfg is not None else None
+    if second is None:
+        return
+    runner = make_runner(second)
+    runner.prepare()
+    runner.attach(store)
+    run_id = runner.new_run()
+    asyncio.run(runner.run(run_id))
+    w = second.workload
+    out.print(
+        f"\n[bold]Companion run[/bold] ({escape(second.engine.name)}: temperature {w.temperature:g}, "
+        f"{'ignore EOS' if w.ignore_eos else 'natural EOS'}): run {run_id}, compared with the run above (A)"
+    )
+    print_comparison(compare_runs(first, load_run(store, run_id)))
+
+
+@app.command()
+def tune(
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="YAML config; default: the embedded CPU sweep.")
+    ] = None,
+    store: Annotated[Path | None, typer.Option("--store", help="SQLite store (overrides the config's).")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Continue an interrupted run (its stored config is used).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
+    events: Annotated[
+        str | None,
+        typer.Option("--events", help="jsonl: one JSON object per event on stdout (the report goes to stderr)."),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option("--engine", help="llamacpp (default) or sim: the simulator's seed grid, a model, in seconds."),
+    ] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Simulator profile (with --engine sim).")] = None,
+    face: Annotated[
+        str | None,
+        typer.Option("--face", help="Simulator face: virtual (in-process) or http (a server, via the SGLang adapter)."),
+    ] = None,
+    time_scale: Annotated[
+        float | None, typer.Option("--time-scale", help="http face: simulated seconds per wall second.")
+    ] = None,
+    search: Annotated[
+        str | None, typer.Option("--search", help="grid (every listed setting, default), adaptive or guided.")
+    ] = None,
+    max_launches: Annotated[int | None, typer.Option("--max-launches", help="Search budget: launches.")] = None,
+    max_engine_s: Annotated[
+        float | None, typer.Option("--max-engine-s", help="Search budget: engine-seconds (startup + windows).")
+    ] = None,
+    slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
+) -> None:
+    """Launch the engine per setting, measure every concurrency level, store, and report."""
+    if events not in (None, "jsonl"):
+        raise ConfigError(f"--events = {events!r}: unknown event format; fix: use --events jsonl")
+
+    slos = parse_slo(slo)  # before any server is launched
+    cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
+    if cfg is None:
+        refuse_on_resume(search, max_launches, max_engine_s)
+    else:
+        cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
+    sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents())
+    progress = _progress(quiet, events, sweep.config, sweep.store, run_id)
+    out = progress.console  # stderr in JSON-lines mode: stdout carries only the events
+    sweep.events = progress.events()
+    if not quiet:
+        simulated = sweep.store.run(run_id).environment.get("simulated")
+        note = " (SIMULATED: model predictions, not measurements)" if simulated else ""
+        out.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}{note}")
+    output_closed: list[bool] = []
+    try:
+        with progress:
+            outcome = asyncio.run(_run_sweep(sweep, run_id, output_closed))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        cause = "stdout was closed (broken pipe); " if output_closed else ""
+        _say(
+            f"interrupted: {cause}every finished cell is stored; resume with: specfrontier tune --resume {run_id} "
+            f"--store {sweep.store.path}"
+        )
+        raise typer.Exit(130) from None
+    data = load_run(sweep.store, run_id, slos)
+    print_report(data, out)
+    print_search_trace(sweep.planner, out)
+    out.print(
+        f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
+        f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
+    )
+    progress.finished(run_id, write_tune_html(sweep.store, run_id, data, out))
+    _companion(cfg, sweep.store, data, out)
+    summary = outcome.summary(run_id, sweep.store.path)
+    if summary is not None:
+        _say(f"[red]{escape(summary)}[/red]" if outcome.status == "failed" else f"[yellow]{escape(summary)}[/yellow]")
+    if outcome.exit_code:
+        raise typer.Exit(outcome.exit_code)

@@ -1,0 +1,173 @@
+"""Fitting the cycle time T(B, setting), one draft + verify iteration over B requests (theory 2.1, 6.1).
+
+The three forms and their verify terms are the performance theory's (`theory.cycle`, shared with the
+simulator); each is linear in non-negative coefficients once one shape parameter is fixed:
+
+- dense:    T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cv*B*D
+- moe:      dense + ce * (1 - (1 - rho)^(B*D))   MoESD expert coverage with E folded into ce; rho = k/E
+            is known from the model card or chosen on a grid (RHO_GRID)
+- roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   ridge n0 on a grid (RIDGE_GRID)
+
+s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
+draft cost, so this module lays the draft columns out per family). Coefficients are fitted by
+non-negative least squares on RELATIVE residuals (T_pred/T_obs - 1), so a 2 ms and a 40 ms cycle weigh
+the same, and every term stays physical (no negative costs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from specfrontier.perfmodel.types import SettingParams
+from specfrontier.theory.cycle import CYCLE_FORMS, VERIFY_TERM_NAMES, verified_tokens, verify_terms
+
+Matrix = NDArray[np.float64]
+FORMS = CYCLE_FORMS
+"""The forms the model fits and chooses between: all of the theory's."""
+RHO_GRID = tuple(float(x) for x in np.geomspace(1 / 1024, 1 / 4, 11))
+RIDGE_GRID = (8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleObservation:
+    """A cycle time derived from a measured figure: T_obs = 1000 * tau / v (ms) at B running requests.
+
+    From an aggregate figure with known output tokens L per request, `cycle_ms` is 1000 * B * tau / X,
+    which also holds the turnaround overhead O(B) = h0 + h1 * B (ms per request) spread over the request's
+    L / tau cycles: 1000 * B * tau / X = T + (tau / L) * O(B). `overhead_per_token` is tau / L (0: none)."""
+
+    batch: int
+    params: SettingParams
+    cycle_ms: float
+    overhead_per_token: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CycleModel:
+    """A fitted form: its shape parameter, the drafter families it knows, and the coefficients (ms)."""
+
+    form: str
+    shape: float | None
+    families: tuple[str, ...]
+    coefficients: tuple[float, ...]
+
+    def cycle_ms(self, batch: int, params: SettingParams) -> float:
+        """T(B, setting) in ms (decode only: the overhead terms are left out)."""
+        row = features(self.form, self.shape, self.families, batch, params)
+        return float(row @ np.asarray(self.coefficients[: row.size]))
+
+    def overhead_ms(self, batch: int) -> float:
+        """O(B): per-request turnaround overhead in ms (TTFT, prefill, client gap), 0 when not fitted."""
+        h0, h1 = self.coefficients[-2:]
+        return h0 + h1 * batch
+
+    def terms(self) -> dict[str, float]:
+        """Coefficient per named term, for reports."""
+        return dict(zip(term_names(self.form, self.families), self.coefficients, strict=True))
+
+
+def term_names(form: str, families: Sequence[str]) -> list[str]:
+    names = ["fixed_ms", "per_request_ms"]
+    for f in families:
+        names += [f"draft_step_ms[{f}]", f"draft_token_ms[{f}]"]
+    names += VERIFY_TERM_NAMES.get(form, VERIFY_TERM_NAMES["roofline"])
+    return [*names, *OVERHEAD_TERMS]
+
+
+OVERHEAD_TERMS = ("request_overhead_ms", "request_overhead_per_running_ms")
+"""h0, h1 of the per-request turnaround overhead O(B) = h0 + h1 * B (only aggregate figures see it)."""
+
+
+def features(form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams) -> Matrix:
+    """The design row of one (B, setting) for `form`."""
+    b = float(batch)
+    row = [1.0, b]
+    for f in families:
+        own = params.speculative and params.family == f
+        row += [params.steps if own else 0.0, params.steps * b * params.topk if own else 0.0]
+    row += verify_terms(form, shape, verified_tokens(b, params.verified))
+    return np.asarray(row, dtype=np.float64)
+
+
+def nnls(a: Matrix, b: Matrix, *, max_iterations: int = 200) -> Matrix:
+    """Lawson-Hanson non-negative least squares: argmin ||A x - b|| subject to x >= 0.
+
+    Written here rather than adding scipy for one routine. The systems are tiny (tens of rows, under ten
+    columns), so each passive-set solve uses the normal equations (with a 1e-12 relative ridge against
+    exactly collinear terms), which is much cheaper than a fresh SVD per step."""
+    n = a.shape[1]
+    ata = a.T @ a
+    atb = a.T @ b
+    ridge = 1e-12 * max(1.0, float(np.trace(ata)))
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    w = atb - ata @ x
+    tol = 1e-10 * max(1.0, float(np.abs(atb).max(initial=0.0)))
+    for _ in range(max_iterations):
+        if passive.all() or w[~passive].max(initial=-np.inf) <= tol:
+            break
+        passive[int(np.argmax(np.where(passive, -np.inf, w)))] = True
+        while True:
+            z = np.zeros(n)
+            sub = ata[np.ix_(passive, passive)] + ridge * np.eye(int(passive.sum()))
+            z[passive] = np.linalg.solve(sub, atb[passive])
+            if (z[passive] > 0).all():
+                x = z
+                break
+            mask = passive & (z <= 0)
+            step = np.min(x[mask] / np.maximum(x[mask] - z[mask], 1e-300))
+            x = x + step * (z - x)
+            passive &= x > 1e-12
+            x[~passive] = 0.0
+            if not passive.any():
+                break
+        w = atb - ata @ x
+    return x
+
+
+def shapes(form: str, rho: float | None) -> tuple[float | None, ...]:
+    """The shape parameters a form is tried with: rho known from the model card, else the grid."""
+    if form == "moe":
+        return (rho,) if rho is not None else RHO_GRID
+    if form == "roofline":
+        return RIDGE_GRID
+    return (None,)
+
+
+def fit_form(
+    form: str, shape: float | None, families: Sequence[str], observations: Sequence[CycleObservation]
+) -> tuple[CycleModel, float]:
+    """Fit one form with a fixed shape; returns the model and its RMS relative residual on `observations`."""
+    rows = np.vstack(
+        [
+            np.concatenate(
+                [
+                    features(form, shape, families, o.batch, o.params),
+                    [o.overhead_per_token, o.overhead_per_token * o.batch],
+                ]
+            )
+            / o.cycle_ms
+            for o in observations
+        ]
+    )
+    coef = nnls(rows, np.ones(len(observations)))
+    resid = rows @ coef - 1.0
+    rms = float(np.sqrt(np.mean(resid**2)))
+    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef)), rms
+
+
+__all__ = [
+    "FORMS",
+    "OVERHEAD_TERMS",
+    "CycleModel",
+    "CycleObservation",
+    "features",
+    "fit_form",
+    "nnls",
+    "shapes",
+    "term_names",
+]

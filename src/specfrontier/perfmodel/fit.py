@@ -1,0 +1,331 @@
+"""Fit the whole model to measured cells and predict untested (setting, concurrency) pairs.
+
+    B = min(C, capacity(setting))          running requests (capacity: read back, else the fitted law)
+    v = 1000 * tau(setting) / T(B, setting)   per-request decode tok/s
+    X = B * v                               aggregate tok/s
+
+Each measured figure becomes an observed cycle time (T = 1000*tau/v, or 1000*B*tau/X), and every cycle
+form (`cycle.py`) is fitted to them. The form is chosen by leave-one-CELL-out error on the tok/s figures
+(a cell held out is refitted around, shape parameter and free acceptance included), because training
+error always prefers the form with more terms. Intervals are the prediction x (1 +/- 2 * LOO RMS relative
+error) of the chosen form: an empirical band, roughly 95 % if held-out errors were normal.
+
+When no cell of a drafter family reports acceptance (e.g. an imported table of tok/s only), its
+constant rate alpha is fitted together with the cycle time (grid, then a finer grid around the best):
+the report then says so, because tau and T trade off against each other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specfrontier.errors import ConfigError
+from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
+from specfrontier.perfmodel.capacity import CapacityLaw, fit_capacity
+from specfrontier.perfmodel.cycle import FORMS, CycleModel, CycleObservation, fit_form, shapes
+from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
+from specfrontier.theory.capacity import with_user_cap
+from specfrontier.theory.throughput import per_request_tok_s, running_requests
+
+ALPHA_COARSE = tuple(float(a) for a in np.linspace(0.40, 0.995, 12))
+INTERVAL_WIDTH = 2.0
+"""Half-width of the prediction interval in units of the LOO RMS relative error."""
+
+
+@dataclass(frozen=True, slots=True)
+class FittedModel:
+    """A fitted performance model. `predict` is the stable entry point (used by guided search)."""
+
+    cycle: CycleModel
+    acceptance: dict[str, FamilyAcceptance]
+    capacity_law: CapacityLaw
+    measured_tau: dict[SettingParams, float]
+    measured_capacity: dict[SettingParams, int]
+    train_rms: float
+    """RMS relative error of the chosen form on the fitted cells' tok/s figures."""
+    loo_rms: dict[str, float | None] = field(default_factory=dict)
+    """Per form: RMS relative leave-one-cell-out error (None: too few cells to hold one out)."""
+    cells: int = 0
+    rho: float | None = None
+    output_tokens: float | None = None
+    """Mean output tokens per request of the fitted cells: the L used for predicted aggregates."""
+
+    @property
+    def form(self) -> str:
+        return self.cycle.form
+
+    @property
+    def interval_halfwidth(self) -> float | None:
+        """Relative half-width of prediction intervals (None when LOO was not possible)."""
+        loo = self.loo_rms.get(self.form)
+        return None if loo is None else INTERVAL_WIDTH * loo
+
+    def tau(self, params: SettingParams) -> float:
+        """Acceptance length: the setting's measured tau if it was measured, else the family model's."""
+        if not params.speculative:
+            return 1.0
+        if params in self.measured_tau:
+            return self.measured_tau[params]
+        family = self.acceptance.get(params.family)
+        if family is None:
+            known = ", ".join(sorted(self.acceptance)) or "none"
+            raise ConfigError(
+                f"model: family = {params.family!r}: no fitted cell uses this drafter (fitted: {known}); "
+                "fix: measure at least one setting of it, or predict a fitted family"
+            )
+        return family.tau(params)
+
+    def capacity(self, params: SettingParams) -> int | None:
+        """Running-request capacity: the setting's read-back value if measured, else the fitted law."""
+        if params in self.measured_capacity:
+            return with_user_cap(self.measured_capacity[params], params.max_running_requests)
+        return self.capacity_law.capacity(params)
+
+    def predict(self, params: SettingParams, concurrency: int) -> Prediction:
+        """Per-request and aggregate tok/s of `params` at closed-loop concurrency C, with intervals."""
+        if concurrency < 1:
+            raise ConfigError(f"model: concurrency = {concurrency}: must be at least 1; fix: pass C >= 1")
+        if params.speculative and params.family not in self.cycle.families:
+            raise ConfigError(
+                f"model: family = {params.family!r}: its draft cost was not fitted "
+                f"(fitted: {', '.join(self.cycle.families) or 'none'}); fix: measure one setting of that drafter"
+            )
+        cap = self.capacity(params)
+        batch = running_requests(concurrency, cap)
+        tau = self.tau(params)
+        cycle = self.cycle.cycle_ms(batch, params)
+        if cycle <= 0:
+            raise ConfigError(f"model: cycle time at B={batch} is {cycle:.3g} ms; fix: fit on more cells")
+        per_request = per_request_tok_s(tau, cycle)
+        aggregate = batch * per_request
+        if self.output_tokens:
+            # L tokens take L / v seconds of decoding plus the turnaround overhead O(B) per request.
+            overhead_s = self.cycle.overhead_ms(batch) / 1000.0
+            aggregate = batch * self.output_tokens / (overhead_s + self.output_tokens / per_request)
+        half = self.interval_halfwidth
+        return Prediction(
+            concurrency=concurrency,
+            batch=batch,
+            capacity=cap,
+            tau=tau,
+            cycle_ms=cycle,
+            per_request_tok_s=per_request,
+            aggregate_tok_s=aggregate,
+            per_request_interval=None if half is None else (per_request * (1 - half), per_request * (1 + half)),
+            aggregate_interval=None if half is None else (aggregate * (1 - half), aggregate * (1 + half)),
+        )
+
+    def describe(self) -> list[str]:
+        """Lines stating what was fitted and from what (for reports)."""
+        terms = ", ".join(f"{k}={v:.4g}" for k, v in self.cycle.terms().items() if v > 0)
+        shape = ""
+        if self.cycle.form == "moe" and self.cycle.shape is not None:
+            shape = f" (rho = k/E = {self.cycle.shape:.4g}{', given' if self.rho is not None else ', fitted'})"
+        elif self.cycle.form == "roofline" and self.cycle.shape is not None:
+            shape = f" (ridge at {self.cycle.shape:g} verified tokens)"
+        loo = ", ".join(f"{k} {'-' if v is None else f'{100 * v:.1f} %'}" for k, v in self.loo_rms.items())
+        lines = [
+            f"cycle form: {self.cycle.form}{shape}; {terms}",
+            f"chosen by leave-one-cell-out RMS error: {loo}; training RMS {100 * self.train_rms:.1f} % "
+            f"over {self.cells} cells",
+            f"capacity: {self.capacity_law.describe()}",
+        ]
+        for name, fam in sorted(self.acceptance.items()):
+            rates = ", ".join(f"{a:.3f}" for a in fam.conditional)
+            lines.append(f"acceptance [{name}]: conditional per-position rates {rates} ({fam.source})")
+        return lines
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    cells: tuple[ModelCell, ...]
+    law: CapacityLaw
+    known: dict[str, FamilyAcceptance]
+    measured_tau: dict[SettingParams, float]
+    measured_capacity: dict[SettingParams, int]
+    families: tuple[str, ...]
+    free: tuple[str, ...]
+
+    def model(self, cycle: CycleModel, alpha: float | None, train_rms: float, rho: float | None) -> FittedModel:
+        acceptance = dict(self.known)
+        for f in self.free:
+            assert alpha is not None
+            acceptance[f] = FamilyAcceptance.constant(alpha, "fitted from throughput (no acceptance measured)")
+        lengths = [c.output_tokens for c in self.cells if c.output_tokens]
+        return FittedModel(
+            cycle, acceptance, self.law, self.measured_tau, self.measured_capacity, train_rms, cells=len(self.cells),
+            rho=rho, output_tokens=sum(lengths) / len(lengths) if lengths else None,
+        )  # fmt: skip
+
+
+def _context(cells: Sequence[ModelCell]) -> _Context:
+    known = fit_acceptance(cells)
+    taus: dict[SettingParams, list[float]] = {}
+    caps: dict[SettingParams, int] = {}
+    for c in cells:
+        if c.acceptance_length is not None and c.params.speculative:
+            taus.setdefault(c.params, []).append(c.acceptance_length)
+        if c.capacity is not None:
+            caps[c.params] = c.capacity
+    families = tuple(sorted({c.params.family for c in cells if c.params.speculative}))
+    free = tuple(f for f in families if f not in known)
+    return _Context(
+        tuple(cells),
+        fit_capacity(cells),
+        known,
+        {p: sum(v) / len(v) for p, v in taus.items()},
+        caps,
+        families,
+        free,
+    )
+
+
+def _observations(ctx: _Context, alpha: float | None, cells: Sequence[ModelCell]) -> list[CycleObservation]:
+    probe = ctx.model(CycleModel("dense", None, ctx.families, ()), alpha, 0.0, None)
+    out = []
+    for c in cells:
+        batch = running_requests(c.concurrency, probe.capacity(c.params))
+        tau = probe.tau(c.params)
+        if c.per_request_tok_s is not None:
+            out.append(CycleObservation(batch, c.params, 1000.0 * tau / c.per_request_tok_s))
+        if c.aggregate_tok_s is not None:
+            per_token = tau / c.output_tokens if c.output_tokens else 0.0
+            out.append(CycleObservation(batch, c.params, 1000.0 * batch * tau / c.aggregate_tok_s, per_token))
+    return out
+
+
+def _fit_on(
+    ctx: _Context,
+    cells: Sequence[ModelCell],
+    form: str,
+    rho: float | None,
+    *,
+    shape_grid: Sequence[float | None] | None = None,
+    alpha_grid: Sequence[float] | None = None,
+) -> FittedModel:
+    """Best shape (and free alpha) for `form` on `cells` by training error; grids default to the full ones."""
+    grid = tuple(shape_grid) if shape_grid is not None else shapes(form, rho)
+
+    def best_for(alpha: float | None) -> tuple[float, CycleModel]:
+        obs = _observations(ctx, alpha, cells)
+        fits = [fit_form(form, shape, ctx.families, obs) for shape in grid]
+        model, rms = min(fits, key=lambda f: f[1])
+        return rms, model
+
+    if not ctx.free:
+        rms, model = best_for(None)
+        return ctx.model(model, None, rms, rho)
+    if alpha_grid is None:
+        scored = [(best_for(a), a) for a in ALPHA_COARSE]
+        (_, _), best_alpha = min(scored, key=lambda s: s[0][0])
+        step = ALPHA_COARSE[1] - ALPHA_COARSE[0]
+        alpha_grid = [float(a) for a in np.linspace(best_alpha - step, best_alpha + step, 9)]
+    scored = [(best_for(a), a) for a in alpha_grid if 0.05 <= a <= 0.9995]
+    (rms, model), alpha = min(scored, key=lambda s: s[0][0])
+    return ctx.model(model, alpha, rms, rho)
+
+
+def _neighbours(full: FittedModel, form: str, rho: float | None) -> tuple[list[float | None], list[float] | None]:
+    """The full fit's shape and alpha with their grid neighbours: the search range of a LOO fold.
+
+    Refitting a fold over the whole grids would cost 20x more for the same answer in practice; the range
+    still lets each fold move its shape and alpha, so the held-out cell does not pick them."""
+    grid = list(shapes(form, rho))
+    i = grid.index(full.cycle.shape)
+    shape_grid = grid[max(0, i - 1) : i + 2]
+    free = [f for f in full.acceptance.values() if f.source.startswith("fitted from throughput")]
+    if not free:
+        return shape_grid, None
+    a = free[0].alpha
+    step = (ALPHA_COARSE[1] - ALPHA_COARSE[0]) / 4
+    return shape_grid, [a - 2 * step, a - step, a, a + step, a + 2 * step]
+
+
+def _relative_errors(model: FittedModel, cells: Sequence[ModelCell]) -> list[float]:
+    errors = []
+    for c in cells:
+        p = model.predict(c.params, c.concurrency)
+        if c.per_request_tok_s is not None:
+            errors.append(p.per_request_tok_s / c.per_request_tok_s - 1.0)
+        if c.aggregate_tok_s is not None:
+            errors.append(p.aggregate_tok_s / c.aggregate_tok_s - 1.0)
+    return errors
+
+
+def _rms(values: Sequence[float]) -> float:
+    return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
+
+
+def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, float | None]:
+    """The form's fit on all cells, and the RMS relative error of each cell predicted by a fit on all the
+    other cells (None: fewer than 3 cells)."""
+    cells = ctx.cells
+    full = _fit_on(ctx, cells, form, rho)
+    if len(cells) < 3:
+        return full, None
+    shape_grid, alpha_grid = _neighbours(full, form, rho)
+    errors: list[float] = []
+    for i, held in enumerate(cells):
+        rest = cells[:i] + cells[i + 1 :]
+        if held.params.speculative and held.params.family not in {c.params.family for c in rest}:
+            continue  # a drafter seen only in this cell cannot be predicted without it
+        sub = _context(rest)
+        try:
+            model = _fit_on(sub, rest, form, rho, shape_grid=shape_grid, alpha_grid=alpha_grid)
+            errors.extend(_relative_errors(model, [held]))
+        except ConfigError:
+            continue
+    return full, (_rms(errors) if errors else None)
+
+
+def fit_model(
+    cells: Sequence[ModelCell],
+    *,
+    forms: Sequence[str] = FORMS,
+    rho: float | None = None,
+) -> FittedModel:
+    """Fit acceptance, capacity and cycle time to `cells`; choose the cycle form by leave-one-cell-out error.
+
+    `rho` = experts_per_token / experts of an MoE target when known (else the MoE form fits it on a grid).
+    Raises ConfigError when the cells cannot support a fit (no figures, fewer cells than needed)."""
+    usable = [c for c in cells if c.per_request_tok_s is not None or c.aggregate_tok_s is not None]
+    if len(usable) < 2:
+        raise ConfigError(
+            f"model: cells = {len(usable)} with a tok/s figure: at least 2 are needed to fit; "
+            "fix: measure more cells (or widen --fit-only)"
+        )
+    unknown = [f for f in forms if f not in FORMS]
+    if unknown:
+        raise ConfigError(f"model: form = {unknown[0]!r}: unknown; fix: use some of {', '.join(FORMS)}")
+    ctx = _context(usable)
+    fits = {form: _loo(ctx, form, rho) for form in forms}
+    loo = {form: fit[1] for form, fit in fits.items()}
+
+    def rank(form: str) -> tuple[float, int]:
+        # Each extra form must beat the simpler ones by more than 1 % of their error: a tie (e.g. the MoE
+        # term at rho -> 0, which is linear in B*D like the dense term) keeps the simpler form.
+        score = loo[form]
+        return (math.inf if score is None else score * (1 + 0.01 * FORMS.index(form)), FORMS.index(form))
+
+    chosen = min(forms, key=rank)
+    model = fits[chosen][0]
+    train = _rms(_relative_errors(model, usable))
+    return FittedModel(
+        model.cycle,
+        model.acceptance,
+        model.capacity_law,
+        model.measured_tau,
+        model.measured_capacity,
+        train,
+        loo,
+        len(usable),
+        rho,
+        model.output_tokens,
+    )
+
+
+__all__ = ["FittedModel", "fit_model"]

@@ -1,0 +1,251 @@
+"""Process lifecycle shared by every engine adapter.
+
+A server is started in its own session (so its process group id is its pid), bound to 127.0.0.1 on a
+free port, with stdout/stderr going to a log file. It is always stopped by signalling the whole group
+and then reaping it, even if the leader has already exited: workers a server forked must not outlive
+it. If specfrontier itself dies (even by SIGKILL, when no cleanup can run), two things stop the server:
+the kernel kills the leader (PR_SET_PDEATHSIG), and a guard process (`specfrontier.process.watchdog`) sees the
+tool's end of a pipe close and stops the whole group, the processes the server forked included.
+
+Readiness is proven, not assumed: the health URL must answer 200 AND every socket listening on the port
+must belong to the launched group (`port_owner`), so a program that took the port first is never
+measured in the server's place. An exit before readiness is described by its cause (a signal is named,
+with what it usually means), not by a raw status number.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from specfrontier.errors import EngineStartError, EngineTimeout, PortTakenError
+from specfrontier.process.port_owner import port_ownership
+from specfrontier.process.watchdog import group_alive
+from specfrontier.units import ns_to_s
+
+_PR_SET_PDEATHSIG = 1
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_SIGNAL_CAUSES = {
+    signal.SIGILL: "illegal instruction: the binary uses CPU instructions this host lacks (for llama.cpp, a "
+    "build made for another CPU); fix: rebuild for this host with scripts/install.sh (portable build)",
+    signal.SIGKILL: "killed: most often the kernel's out-of-memory killer (see `dmesg`); "
+    "fix: lower the concurrency, context or model size, or free memory",
+    signal.SIGSEGV: "segmentation fault in the engine; fix: see the server log, try another engine version",
+    signal.SIGABRT: "aborted by the engine itself (a failed assertion or fatal error); fix: see the server log",
+    signal.SIGBUS: "bus error (often a truncated or changed model file); fix: check the model file",
+    signal.SIGTERM: "terminated by a SIGTERM that specfrontier did not send; fix: see who stops processes here",
+}
+
+
+def describe_exit(code: int) -> str:
+    """'exited with status 1', or for a negative Popen status the signal's name and usual cause."""
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"was killed by signal {-code}"
+    cause = _SIGNAL_CAUSES.get(sig, "see the server log")
+    return f"was killed by {sig.name} ({cause})"
+
+
+def tail_of(path: Path, lines: int = 25) -> str:
+    """The last lines of a log file (empty if it does not exist)."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 16384))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ServerProcess:
+    """One server process group: start, wait until healthy, stop. Usable as a context manager."""
+
+    def __init__(self, argv: Sequence[str], log_path: Path, *, env: dict[str, str] | None = None) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._env = env
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started_ns = 0
+        self._guard: subprocess.Popen[bytes] | None = None
+        self.startup_s: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> None:
+        """Spawn the guard, then the server; never through a shell (arguments may come from a config file)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._guard = _start_guard()
+        with self.log_path.open("ab") as log:
+            self._started_ns = time.perf_counter_ns()
+            try:
+                self._proc = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=self._env,
+                    preexec_fn=_die_with_parent,
+                )
+            except OSError as exc:
+                self._release_guard()
+                raise EngineStartError(
+                    f"server: argv[0] = {self.argv[0]!r}: cannot execute ({exc.strerror}); "
+                    "fix: check engine.binary or run scripts/install.sh"
+                ) from exc
+        _tell(self._guard, f"watch {self._proc.pid}\n")
+
+    def exited(self) -> int | None:
+        """The exit status if the leader has exited, else None."""
+        return None if self._proc is None else self._proc.poll()
+
+    async def wait_ready(self, url: str, *, timeout_s: float, poll_s: float = 0.05) -> float:
+        """Poll `url` until it answers 200; return seconds from spawn to ready.
+
+        A process that exits while we wait is a start failure (with its exit code and log tail);
+        one that stays alive past `timeout_s` is a timeout. 503 ("Loading model") means keep waiting.
+        """
+        if self._proc is None:
+            raise RuntimeError("wait_ready() before start()")
+        deadline = time.monotonic() + timeout_s
+        timeout = aiohttp.ClientTimeout(total=max(1.0, poll_s * 20))
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                code = self.exited()
+                if code is not None:
+                    raise EngineStartError(
+                        f"server {describe_exit(code)} before it was ready",
+                        log_path=self.log_path,
+                        log_tail=tail_of(self.log_path),
+                    )
+                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                    async with session.get(url) as resp:
+                        if resp.status == 200:
+                            self._check_port_owner(url)
+                            self.startup_s = ns_to_s(time.perf_counter_ns() - self._started_ns)
+                            return self.startup_s
+                if time.monotonic() > deadline:
+                    raise EngineTimeout(
+                        f"server not ready at {url} after {timeout_s:.0f} s; "
+                        "fix: raise engine.startup_timeout_s or check the log",
+                        log_path=self.log_path,
+                        log_tail=tail_of(self.log_path),
+                    )
+                await asyncio.sleep(poll_s)
+
+    def _check_port_owner(self, url: str) -> None:
+        """Raise PortTakenError if another program listens on the health URL's port (see port_owner)."""
+        assert self._proc is not None
+        port = urlsplit(url).port
+        if port is None:
+            return
+        owner = port_ownership(port, self._proc.pid)
+        if owner.ours is False:
+            raise PortTakenError(
+                f"port 127.0.0.1:{port} answered, but it is held by {owner.describe_foreign()}, "
+                "not by the launched server (it took the port between specfrontier's choice and the "
+                "server's bind); fix: resume the run (a new port is chosen per launch) or stop that program",
+                log_path=self.log_path,
+            )
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM the group, wait up to `grace_s`, SIGKILL the group, reap, release the guard. Idempotent.
+
+        The group is signalled even when the leader already exited, because its children may not have.
+        The leader is reaped only after the group is gone, so its pid (the group id) cannot be reused
+        while the guard still knows it.
+        """
+        proc = self._proc
+        if proc is None:
+            self._release_guard()
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        self._proc = None
+        self._release_guard()
+
+    def _release_guard(self) -> None:
+        """Tell the guard the group is stopped (it must not signal it later), and reap it."""
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return
+        _tell(guard, "done\n")
+        with contextlib.suppress(OSError):
+            if guard.stdin is not None:
+                guard.stdin.close()
+        try:
+            guard.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - the guard exits at once on `done`
+            guard.kill()
+            guard.wait()
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _start_guard() -> subprocess.Popen[bytes]:
+    """The watchdog process for one server (see `specfrontier.process.watchdog`): its stdin is a pipe only this
+    process holds (Popen's pipes are not inherited by later children), in a session of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "specfrontier.process.watchdog"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _tell(guard: subprocess.Popen[bytes] | None, line: str) -> None:
+    stream: IO[bytes] | None = guard.stdin if guard is not None else None
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        stream.write(line.encode())
+        stream.flush()
+
+
+__all__ = ["ServerProcess", "describe_exit", "free_port", "group_alive", "tail_of"]

@@ -1,0 +1,628 @@
+"""The grid sweep: one server launch per setting, every cell of that setting on the warm server.
+
+    for setting:  launch -> ready (startup time) -> capacity read-back -> first request (cold start)
+                  -> warmup (unmeasured)
+        for repeat:  for workload:  for concurrency (or rate, open loop):  counters -> window -> counters -> store
+    stop the server (process group), always
+
+Every window sends whole passes over the prompt set (request i uses prompt i mod n), so each cell sees
+each prompt equally often and cells at different concurrency levels measure the same mix. A config with
+`workloads:` measures each workload in its own cells (key `<source>@<sampling>`, `workloads.resolve`);
+one with the single `workload:` keeps its historical label (`workload_label`).
+
+Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
+levels instead of biasing one. In open-loop mode (`load.mode: open`) a cell is one request rate: the
+same seeded arrival schedule for every setting and repeat, warmup/cooldown requests sent but not
+stored (see `load.open_loop`). A setting whose server fails is recorded as failed with its log tail
+and the sweep goes on. Every finished cell is committed before the next starts, so a crash loses at
+most the cell in flight, and `resume` re-runs only what is missing.
+
+What counts as a failed setting: the server exits or never becomes ready, another program answers on
+its port (one relaunch on a new port first), it stops answering (`max_consecutive_timeouts` requests
+in a row time out), or every request of a window fails (such a window is no measurement and is not
+stored). The run then ends `incomplete` (some cells missing, resumable; exit 3) or `failed` (no cell
+at all; exit 1) instead of `done`, and `--resume` relaunches each failed setting for exactly its
+missing cells (`RunOutcome`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import platform
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+
+import specfrontier
+from specfrontier.config import TuneConfig
+from specfrontier.config.load import parse_config
+from specfrontier.engines import Capacity, EngineAdapter, EngineSetting
+from specfrontier.engines.registry import spec_of
+from specfrontier.errors import (
+    EngineError,
+    EngineResponseError,
+    EngineStartError,
+    PortTakenError,
+    SpecFrontierError,
+    StoreError,
+)
+from specfrontier.load import StreamingClient, run_closed_loop
+from specfrontier.load.sessions import run_sessions
+from specfrontier.load.workers import (
+    measure_closed_loop,
+    measure_open_loop,
+    monitored,
+    resolve_open_workers,
+    resolve_workers,
+)
+from specfrontier.metrics.window import CellMetrics, cell_metrics
+from specfrontier.process.launch import ServerProcess, describe_exit, free_port, tail_of
+from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
+from specfrontier.search.planner import SearchPlanner
+from specfrontier.store import Store
+from specfrontier.workloads import load_prompts
+from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
+
+PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
+PER_REQUEST_EXACT_SOURCE = "per-request meta_info (sum of correct drafts and verify steps over the window's requests)"
+
+
+@dataclass(frozen=True, slots=True)
+class CellDone:
+    setting: str
+    concurrency: int
+    repeat: int
+    metrics: CellMetrics
+    counters: SpecCounters | None
+    request_rate: float | None = None
+    """Open loop: the cell's target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
+    workload: str = ""
+    """The cell's workload key."""
+
+
+PORT_ATTEMPTS = 2
+"""Launches of one setting when another program takes its port first (a race, not the setting's fault)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a sweep ended: `done` (every planned cell stored), `incomplete` (some stored, some missing
+    because a setting failed: resumable) or `failed` (not one cell stored: no evidence)."""
+
+    status: str
+    cells: int
+    """Cells of the run stored so far (each one a measurement: windows where every request failed are not)."""
+    missing: int
+    """Cells the sweep planned in this invocation and could not store."""
+    failed_settings: tuple[tuple[str, str], ...] = ()
+    """(setting, first line of its error) for every setting that failed in this invocation."""
+
+    @property
+    def exit_code(self) -> int:
+        """0: complete; 3: partial evidence (resume to complete it); 1: no evidence at all."""
+        return {"done": 0, "incomplete": 3}.get(self.status, 1)
+
+    def summary(self, run_id: str, store: Path) -> str | None:
+        """One line for a run that is not complete (None when it is), naming what failed and the fix."""
+        if self.status == "done":
+            return None
+        failed = "; ".join(f"{name}: {error}" for name, error in self.failed_settings[:3]) or "see the report"
+        more = f" (and {len(self.failed_settings) - 3} more)" if len(self.failed_settings) > 3 else ""
+        resume = f"specfrontier tune --resume {run_id} --store {store}"
+        if self.status == "incomplete":
+            return (
+                f"INCOMPLETE: {self.missing} planned cell(s) missing, {self.cells} stored; failed: {failed}{more}; "
+                f"recommendations use complete evidence only; fix: remove the cause, then {resume}"
+            )
+        return f"FAILED: no cell could be measured; failed: {failed}{more}; fix: remove the cause, then {resume}"
+
+
+@dataclass(slots=True)
+class SweepEvents:
+    """Callbacks for progress display; all optional. The sweep never depends on them."""
+
+    on_setting_start: Callable[[EngineSetting, list[str]], None] | None = None
+    on_setting_ready: Callable[[EngineSetting, float, Capacity], None] | None = None
+    on_setting_failed: Callable[[EngineSetting, str], None] | None = None
+    on_cell_done: Callable[[CellDone], None] | None = None
+
+
+def workload_label(config: TuneConfig) -> str:
+    w = config.workload
+    return f"{w.prompts}|t={w.temperature}|max={w.max_tokens}|eos={'ignore' if w.ignore_eos else 'natural'}"
+
+
+def environment(adapter: EngineAdapter[Any]) -> dict[str, Any]:
+    """Facts about where the run happened (no host names, users or secrets)."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {
+        "specfrontier": specfrontier.__version__,
+        "engine_version": adapter.version(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "simulated": adapter.simulated,
+        "time_scale": adapter.time_scale,
+        "client_keep_alive": adapter.keep_alive,
+    }
+
+
+class Sweep:
+    """Runs (or resumes) one run of a config against a store."""
+
+    def __init__(self, config: TuneConfig, *, events: SweepEvents | None = None) -> None:
+        self.config = config
+        self._store: Store | None = None
+        self.events = events or SweepEvents()
+        self.adapter: EngineAdapter[Any] = spec_of(config).adapter(config.engine)
+        self.workload = workload_label(config)
+        w = config.workload
+        self.sampling = Sampling(temperature=w.temperature, top_p=w.top_p, ignore_eos=w.ignore_eos, seed=w.seed)
+        self.prompts: list[Prompt] = []
+        self.planner: SearchPlanner | None = None
+        self.workloads: list[ResolvedWorkload] = []
+        """Every workload the cells measure, in config order (filled by `prepare`)."""
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("Sweep.store used before attach()")
+        return self._store
+
+    def attach(self, store: Store) -> None:
+        """Write into `store` (opened only after `prepare()` passed, so bad input creates no file)."""
+        self._store = store
+        self.log_dir = store.path.parent / "specfrontier-logs"
+
+    def prepare(self) -> None:
+        """Every check that can fail before a server is launched (config, binary, flags, prompts)."""
+        self.adapter.prepare(self.config.settings)
+        if self.config.workloads:
+            self.workloads = [
+                resolve_workload(spec, where=f"workloads[{i}]") for i, spec in enumerate(self.config.workloads)
+            ]
+        else:
+            w = self.config.workload
+            prompts = tuple(load_prompts(w.prompts, max_tokens=w.max_tokens, api=w.api))
+            self.workloads = [ResolvedWorkload(self.workload, prompts, self.sampling, greedy=w.temperature == 0.0)]
+        first = self.workloads[0]
+        self.workload, self.prompts, self.sampling = first.key, list(first.prompts), first.sampling
+
+    def new_run(self) -> str:
+        run_id = self.store.create_run(
+            engine=self.adapter.name,
+            config=self.config.model_dump(mode="json"),
+            environment=environment(self.adapter),
+        )
+        if self.config.search.strategy == "grid":  # other strategies register what they choose
+            register_settings(self.store, run_id, self.config.all_settings())
+        return run_id
+
+    async def run(self, run_id: str) -> RunOutcome:
+        """Measure every missing cell of the settings the search chooses (grid: all listed ones); marks
+        the run done, incomplete or failed (`RunOutcome`), or interrupted on cancel. `self.planner`
+        keeps the search's trace."""
+        self.planner = SearchPlanner(self.config, self.store, run_id)
+        self._missing_count = 0
+        self._failed: list[tuple[str, str]] = []
+        try:
+            while (setting := self.planner.next_setting()) is not None:
+                await self._run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
+        except (asyncio.CancelledError, KeyboardInterrupt, StoreError):
+            self._mark(run_id, "interrupted")  # a store that stopped taking writes interrupts the run: resumable
+            raise
+        except BaseException:
+            self._mark(run_id, "failed")
+            raise
+        finally:
+            with contextlib.suppress(SpecFrontierError):
+                self.store.release_run(run_id)
+        cells = len(self.store.done_cells(run_id)) + len(self.store.done_open_cells(run_id))
+        status = "done" if self._missing_count == 0 else ("incomplete" if cells else "failed")
+        self.store.set_run_status(run_id, status)
+        return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
+
+    def _mark(self, run_id: str, status: str) -> None:
+        """Set the run's status on the way out of an error; a store that cannot be written (the error
+        itself, perhaps) must not hide the original exception."""
+        with contextlib.suppress(SpecFrontierError):
+            self.store.set_run_status(run_id, status)
+
+    def _missing(self, run_id: str, setting: EngineSetting) -> list[tuple[int, ResolvedWorkload, float]]:
+        """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""
+        if self.config.load.mode == "open":
+            done_open = self.store.done_open_cells(run_id)
+            return [
+                (repeat, wl, rate)
+                for repeat in range(self.config.repeats)
+                for wl in self.workloads
+                for rate in self.config.load.rates
+                if (setting.name, wl.key, rate, repeat) not in done_open
+            ]
+        done = self.store.done_cells(run_id)
+        return [
+            (repeat, wl, c)
+            for repeat in range(self.config.repeats)
+            for wl in self.workloads
+            for c in self.config.concurrency
+            if (setting.name, wl.key, c, repeat) not in done
+        ]
+
+    async def _run_setting(self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None) -> None:
+        """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
+        todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
+        if not todo:
+            return
+        log_path = self.log_dir / run_id / f"{setting.name}.log"
+        server: ServerProcess | None = None
+        stored = 0
+        try:
+            server, base_url, startup_s = await self._launch(run_id, setting, log_path)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+                capacity = await self.adapter.capacity(session, base_url, setting)
+                self.store.update_setting(
+                    run_id,
+                    setting.name,
+                    startup_s=startup_s,
+                    capacity=capacity.max_running_requests,
+                    capacity_source=capacity.source,
+                    context_tokens=capacity.context_tokens,
+                )
+                if self.events.on_setting_ready:
+                    self.events.on_setting_ready(setting, startup_s, capacity)
+                async with StreamingClient(
+                    base_url,
+                    timeout_s=self.config.request_timeout_s,
+                    spec_stats_extractor=self.adapter.request_spec_stats,
+                    extra_body=self.adapter.request_extras(),
+                    keep_alive=self.adapter.keep_alive,
+                    max_consecutive_timeouts=self.config.max_consecutive_timeouts,
+                ) as client:
+                    await self._first_request(run_id, setting, client)
+                    top = max(self.config.concurrency)
+                    for wl in self.workloads:  # unmeasured: first-request costs, allocator and cache warm-up
+                        warm = await run_closed_loop(
+                            client,
+                            list(wl.prompts),
+                            wl.sampling,
+                            concurrency=top,
+                            num_requests=self.config.warmup_rounds * top,
+                        )
+                        require_evidence(warm, f"warmup of {wl.key}")
+                    for repeat, wl, level in todo:
+                        await self._run_cell(run_id, setting, server, session, client, level, repeat, wl)
+                        stored += 1
+            self.store.update_setting(run_id, setting.name, status="done")
+        except EngineError as exc:
+            tail = exc.log_tail if isinstance(exc, EngineStartError) and exc.log_tail else tail_of(log_path)
+            self.store.update_setting(run_id, setting.name, status="failed", error=str(exc), log_tail=tail)
+            self._missing_count += len(todo) - stored
+            self._failed.append((setting.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+            if self.events.on_setting_failed:
+                self.events.on_setting_failed(setting, str(exc))
+        finally:
+            if server is not None:
+                server.stop()
+
+    async def _launch(self, run_id: str, setting: EngineSetting, log_path: Path) -> tuple[ServerProcess, str, float]:
+        """Start the setting's server on a free port and wait until it is ready and proven ours; a port
+        another program took first costs one more launch on a new port, not the setting."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            port = free_port()
+            argv = self.adapter.command(setting, port=port, max_concurrency=self._server_slots())
+            self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
+            if self.events.on_setting_start:
+                self.events.on_setting_start(setting, argv)
+            server = ServerProcess(argv, log_path)
+            base_url = f"http://127.0.0.1:{port}"
+            try:
+                server.start()
+                startup_s = await server.wait_ready(
+                    base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
+                )
+            except PortTakenError:
+                server.stop()
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                continue
+            except BaseException:
+                server.stop()
+                raise
+            return server, base_url, startup_s
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _server_slots(self) -> int:
+        """Parallel slots to launch the server with: the top C, or the open loop's in-flight cap if set."""
+        load = self.config.load
+        if load.mode == "open" and load.max_in_flight is not None:
+            return load.max_in_flight
+        return max(self.config.concurrency)
+
+    async def _first_request(self, run_id: str, setting: EngineSetting, client: StreamingClient) -> None:
+        """Cold start: the very first request on the fresh server (before warmup), stored with the setting."""
+        (first,) = to_server_time([await client.send(self.prompts[0], self.sampling)], self.adapter.time_scale)
+        if first.ok and first.first_token_ns is not None:
+            self.store.update_setting(
+                run_id,
+                setting.name,
+                first_ttft_ms=(first.first_token_ns - first.send_ns) / 1e6,
+                first_e2e_ms=(first.end_ns - first.send_ns) / 1e6,
+            )
+
+    async def _run_cell(
+        self,
+        run_id: str,
+        setting: EngineSetting,
+        server: ServerProcess,
+        session: aiohttp.ClientSession,
+        client: StreamingClient,
+        level: float,
+        repeat: int,
+        workload: ResolvedWorkload | None = None,
+    ) -> None:
+        """One cell: closed loop with C = `level` users, or open loop at `level` req/s (config.load.mode)."""
+        wl = workload or self.workloads[0]
+        prompts = list(wl.prompts)
+        load = self.config.load
+        rate: float | None = None
+        facts: dict[str, Any] | None = None
+        before = await self.adapter.spec_counters(session, base_url=client.base_url)
+        if load.mode == "open":
+            rate, concurrency = float(level), load.max_in_flight or 0
+            records, facts, health = await measure_open_loop(
+                client,
+                prompts,
+                wl.sampling,
+                rate=rate,
+                burstiness=load.burstiness,
+                seed=load.seed,
+                requests=load.requests,
+                duration_s=load.duration_s,
+                warmup_s=load.warmup_s,
+                cooldown_s=load.cooldown_s,
+                max_in_flight=load.max_in_flight,
+                workers=resolve_open_workers(
+                    self.config.client_workers,
+                    rate=rate,
+                    max_tokens=max(p.max_tokens for p in prompts),
+                    max_in_flight=load.max_in_flight,
+                ),
+            )
+        else:
+            concurrency = int(level)
+            if wl.sessions:  # agentic replay: C sessions in flight, each turn after the previous one
+                records, health = await monitored(
+                    client,
+                    run_sessions(
+                        client,
+                        wl.sessions,
+                        wl.sampling,
+                        concurrency=concurrency,
+                        passes=-(-self.config.rounds_per_cell * concurrency // len(wl.sessions)),
+                    ),
+                )
+            else:
+                records, health = await measure_closed_loop(
+                    client,
+                    prompts,
+                    wl.sampling,
+                    concurrency=concurrency,
+                    num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
+                    workers=resolve_workers(self.config.client_workers, streams=concurrency),
+                )
+        records = to_server_time(records, self.adapter.time_scale)
+        where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
+        code = server.exited()
+        if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
+            raise EngineStartError(
+                f"server {describe_exit(code)} during the cell {where}",
+                log_path=server.log_path,
+                log_tail=tail_of(server.log_path),
+            )
+        require_evidence(records, f"the cell {where} of {wl.key}")
+        after = await self.adapter.spec_counters(session, base_url=client.base_url)
+        counters, source = _window_counters(before, after, records, self.adapter.counters_source)
+        self.store.record_cell(
+            run_id,
+            setting_id=setting.name,
+            workload=wl.key,
+            concurrency=concurrency,
+            repeat=repeat,
+            requests=records,
+            counters=counters,
+            acceptance_source=source,
+            request_rate=rate,
+            load=facts,
+            client_health=health.to_json(),
+        )
+        if self.events.on_cell_done:
+            self.events.on_cell_done(
+                CellDone(
+                    setting.name,
+                    concurrency,
+                    repeat,
+                    cell_metrics(records),
+                    counters,
+                    request_rate=rate,
+                    workload=wl.key,
+                )
+            )
+
+
+def require_evidence(records: Sequence[RequestRecord], where: str) -> None:
+    """Raise EngineResponseError when every request of a window failed: such a window measures the
+    failure, not the setting, so it is not stored and the setting is recorded as failed."""
+    if not records or any(r.ok for r in records):
+        return
+    first = next((r.error for r in records if r.error), "unknown error")
+    raise EngineResponseError(
+        f"every request of {where} failed ({len(records)} of {len(records)}; first: {first[:200]}); "
+        "nothing of it is stored; fix: see the server log"
+    )
+
+
+def to_server_time(records: list[RequestRecord], time_scale: float) -> list[RequestRecord]:
+    """Stretch a window's client timestamps by the server's time scale (a simulator serving 10x faster
+    than real time), so every stored figure is in simulated seconds. 1.0 leaves records untouched."""
+    if time_scale == 1.0 or not records:
+        return records
+    origin = min(r.send_ns for r in records)
+
+    def t(ns: int) -> int:
+        return origin + round((ns - origin) * time_scale)
+
+    return [
+        replace(
+            r,
+            send_ns=t(r.send_ns),
+            end_ns=t(r.end_ns),
+            first_token_ns=None if r.first_token_ns is None else t(r.first_token_ns),
+            chunk_ns=tuple(t(c) for c in r.chunk_ns),
+        )
+        for r in records
+    ]
+
+
+def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
+    """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
+    passes = -(-rounds * concurrency // prompts)
+    return passes * prompts
+
+
+def _window_counters(
+    before: SpecCounters | None,
+    after: SpecCounters | None,
+    records: list[RequestRecord],
+    counters_source: str,
+) -> tuple[SpecCounters | None, str | None]:
+    """Acceptance for exactly this window: the server's counter diff, else the per-request sums."""
+    if before is not None and after is not None:
+        return after.minus(before), counters_source
+    counters = per_request_counters(records)
+    if counters is None:
+        return None, None
+    return counters, PER_REQUEST_SOURCE if counters.verify_steps == 0 else PER_REQUEST_EXACT_SOURCE
+
+
+def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | None:
+    """The window's speculative counts summed over its successful requests' own stats (None: none had any).
+
+    Verify steps count only when every request reports them: a partial sum would bias the acceptance
+    length, so it is 0 (unknown) then."""
+    stats = [r.spec for r in records if r.ok and r.spec is not None]
+    if not stats:
+        return None
+    verify = 0 if any(s.verify_steps is None for s in stats) else sum(s.verify_steps or 0 for s in stats)
+    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify)
+
+
+def register_settings(store: Store, run_id: str, settings: Sequence[EngineSetting]) -> None:
+    """Add a run's settings, in order, as pending rows (shared by the server and virtual sweeps)."""
+    for position, setting in enumerate(settings):
+        store.add_setting(
+            run_id,
+            setting_id=setting.name,
+            position=position,
+            name=setting.name,
+            params=setting.parameters(),
+            speculative=setting.speculative,
+        )
+
+
+class Runner(Protocol):
+    """What `tune` drives: the server sweep (`Sweep`) or an engine's own runner (the simulator's virtual
+    time, `sim_sweep.VirtualSweep`), picked by the engine's registration (`EngineSpec.runner`)."""
+
+    events: SweepEvents
+
+    @property
+    def config(self) -> TuneConfig: ...
+
+    @property
+    def planner(self) -> SearchPlanner | None: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    def prepare(self) -> None:
+        """Every check that can fail before anything is launched or written."""
+
+    def attach(self, store: Store) -> None: ...
+
+    def new_run(self) -> str: ...
+
+    async def run(self, run_id: str) -> RunOutcome: ...
+
+
+def make_runner(config: TuneConfig, events: SweepEvents | None = None) -> Runner:
+    """The runner the config's engine registered (the server sweep unless it says otherwise)."""
+    path = spec_of(config).runner
+    if path is None:
+        runner: Runner = Sweep(config)
+    else:
+        module, _, function = path.partition(":")
+        runner = getattr(importlib.import_module(module), function)(config)
+    runner.events = events or SweepEvents()
+    return runner
+
+
+def open_sweep(
+    config: TuneConfig | None, store_path: Path | None, *, resume: str | None, events: SweepEvents | None = None
+) -> tuple[Runner, str]:
+    """Build a prepared runner and the run id to fill: a new run, or the stored config of `resume`."""
+    if resume is not None:
+        path = store_path or (config.store if config else Path("specfrontier.db"))
+        if not path.exists():
+            raise StoreError(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
+        store = Store(path)
+        row = store.run(resume)
+        if "bench" in row.config:
+            raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
+        if row.status == "done":
+            raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
+        runner = make_runner(parse_config(row.config, source=f"run {resume} config"), events)
+        runner.prepare()
+        runner.attach(store)
+        store.claim_run(resume)  # one writer per run: a second `--resume` of it stops here with a StoreError
+        store.set_run_status(resume, "running")
+        return runner, resume
+    if config is None:
+        raise ValueError("open_sweep needs a config when not resuming")
+    if store_path is not None:
+        config = config.model_copy(update={"store": store_path})
+    runner = make_runner(config, events)
+    runner.prepare()
+    runner.attach(Store(config.store))
+    return runner, runner.new_run()
+
+
+__all__ = [
+    "PER_REQUEST_EXACT_SOURCE",
+    "PER_REQUEST_SOURCE",
+    "CellDone",
+    "RunOutcome",
+    "Runner",
+    "Sweep",
+    "SweepEvents",
+    "environment",
+    "make_runner",
+    "open_sweep",
+    "per_request_counters",
+    "register_settings",
+    "requests_per_cell",
+    "require_evidence",
+    "to_server_time",
+    "workload_label",
+]

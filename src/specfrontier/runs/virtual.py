@@ -1,0 +1,198 @@
+"""`tune --engine sim`: the same grid as a real sweep, answered by the simulator in virtual time.
+
+Results are MODEL PREDICTIONS, not measurements: the run's environment says `simulated: true`, every
+setting's capacity and acceptance say they come from the simulator, and reports print that plainly.
+They land in the same store, so `report`, `runs --json` and the analysis treat them like any run.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+
+import specfrontier
+from specfrontier.config.common import TuneBase
+from specfrontier.engines.sglang import SGLangSetting, setting_args
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
+from specfrontier.errors import ConfigError
+from specfrontier.metrics.window import cell_metrics
+from specfrontier.runs.sweep import (
+    CellDone,
+    Runner,
+    RunOutcome,
+    Sweep,
+    SweepEvents,
+    per_request_counters,
+    register_settings,
+    requests_per_cell,
+)
+from specfrontier.search.planner import SearchPlanner
+from specfrontier.sim.costs import capacity
+from specfrontier.sim.profile import SimProfile, load_profile
+from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
+from specfrontier.sim.virtual import simulate_cell
+from specfrontier.store import Store
+
+SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction, not a measurement)"
+
+
+def sglang_command(setting: SGLangSetting, *, model_path: str = "<model-path>") -> list[str]:
+    """The SGLang launch command that serves `setting` (what to run on the real deployment)."""
+    return ["python", "-m", "sglang.launch_server", "--model-path", model_path, *setting_args(setting)]
+
+
+def _sim_setting(setting: SGLangSetting) -> SimSetting:
+    return SimSetting(
+        algorithm=setting.algorithm,
+        num_steps=setting.num_steps,
+        eagle_topk=setting.eagle_topk,
+        num_draft_tokens=setting.num_draft_tokens,
+        max_running_requests=setting.max_running_requests,
+    )
+
+
+class VirtualSweep:
+    """Fills a run with simulated cells; deterministic for a given engine seed. All refusals (unknown
+    profile or workload class, a setting SGLang would reject) happen in the constructor."""
+
+    def __init__(self, config: SimTuneConfig, *, on_cell_done: Callable[[CellDone], None] | None = None) -> None:
+        self.config = config
+        self.events = SweepEvents(on_cell_done=on_cell_done)
+        self._store: Store | None = None
+        self.planner: SearchPlanner | None = None
+        if not isinstance(self.config.engine, SimEngine):
+            raise ConfigError("engine.name: the virtual sweep needs engine.name = sim; fix: set engine.name: sim")
+        self.engine: SimEngine = self.config.engine
+        if self.config.workloads:
+            raise ConfigError(
+                "workloads: the virtual simulator models one workload class (engine.workload_class); "
+                "fix: use engine.face: http to send real prompt sets, or drop workloads"
+            )
+        if self.config.load.mode != "closed":
+            raise ConfigError(
+                "load.mode = 'open': the virtual simulator models closed-loop cells only; "
+                "fix: use engine.face: http for open-loop load, or load.mode: closed"
+            )
+        self.profile: SimProfile = load_profile(self.engine.profile)
+        self.resolved: dict[str, ResolvedSetting] = {}
+        for s in self.config.settings:  # every refusal happens here, before the run exists
+            try:
+                self.resolved[s.name] = resolve_setting(
+                    _sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"settings[{s.name}]: {exc}") from exc
+        self.profile.workload(self.engine.workload_class, where="engine.workload_class")
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("VirtualSweep.store used before attach()")
+        return self._store
+
+    def prepare(self) -> None:
+        """Nothing left to check: the constructor refused what the simulator cannot run."""
+
+    def attach(self, store: Store) -> None:
+        """Write into `store` (opened only after the constructor's checks passed)."""
+        self._store = store
+
+    def new_run(self) -> str:
+        run_id = self.store.create_run(
+            engine="sim",
+            config=self.config.model_dump(mode="json"),
+            environment={
+                "specfrontier": specfrontier.__version__,
+                "engine_version": f"simulator profile {self.profile.name}",
+                "simulated": True,
+                "time": "virtual (simulated seconds)",
+                "profile": self.profile.name,
+                "profile_description": self.profile.description,
+            },
+        )
+        if self.config.search.strategy == "grid":  # other strategies register what they choose
+            register_settings(self.store, run_id, self.config.settings)
+        return run_id
+
+    async def run(self, run_id: str) -> RunOutcome:
+        """Simulate every missing cell of the settings the search chooses (grid: all listed ones).
+        `self.planner` keeps the search's trace and the reason it stopped. Synchronous inside (virtual
+        time needs no event loop); async to share the runner interface with the server sweep."""
+        self.run_sync(run_id)
+        cells = len(self.store.done_cells(run_id))
+        return RunOutcome("done", cells, 0)
+
+    def run_sync(self, run_id: str) -> None:
+        """`run` without an event loop (benchmarks and tests that drive the simulator directly)."""
+        self.planner = SearchPlanner(self.config, self.store, run_id)
+        while (setting := self.planner.next_setting()) is not None:
+            assert isinstance(setting, SGLangSetting)
+            self.run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
+        self.store.set_run_status(run_id, "done")
+
+    def run_setting(self, run_id: str, s: SGLangSetting, levels: Sequence[int] | None = None) -> None:
+        """Every missing cell of one setting, only at `levels` when given (the search's subset); the
+        setting is resolved and refused here if SGLang would reject it."""
+        cfg, w = self.config, self.config.workload
+        resolved = self._resolve(s)
+        done = self.store.done_cells(run_id)
+        label = f"sim:{self.engine.workload_class}|t={w.temperature}|max={w.max_tokens}|in={self.engine.input_tokens}"
+        self.store.update_setting(
+            run_id,
+            s.name,
+            status="running",
+            command=sglang_command(s),
+            capacity=capacity(self.profile, resolved),
+            capacity_source="simulator capacity law of the profile (model)",
+        )
+        for repeat in range(cfg.repeats):
+            for c in cfg.concurrency:
+                if (s.name, label, c, repeat) in done or (levels is not None and c not in levels):
+                    continue
+                records = simulate_cell(
+                    self.profile,
+                    _sim_setting(s),
+                    concurrency=c,
+                    num_requests=max(self.engine.min_requests, requests_per_cell(cfg.rounds_per_cell, c, 1)),
+                    workload=self.engine.workload_class,
+                    temperature=w.temperature,
+                    ignore_eos=w.ignore_eos,
+                    input_tokens=self.engine.input_tokens,
+                    max_tokens=w.max_tokens,
+                    warmup_requests=cfg.warmup_rounds * c,
+                    seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
+                )
+                counters = per_request_counters(records)
+                self.store.record_cell(
+                    run_id,
+                    setting_id=s.name,
+                    workload=label,
+                    concurrency=c,
+                    repeat=repeat,
+                    requests=records,
+                    counters=counters,
+                    acceptance_source=SIM_SOURCE if counters else None,
+                )
+                if self.events.on_cell_done:
+                    self.events.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
+        self.store.update_setting(run_id, s.name, status="done")
+
+    def _resolve(self, s: SGLangSetting) -> ResolvedSetting:
+        if s.name not in self.resolved:  # a setting the search added (a deeper chain)
+            try:
+                self.resolved[s.name] = resolve_setting(
+                    _sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
+                )
+            except ConfigError as exc:
+                raise ConfigError(f"settings[{s.name}]: {exc}") from exc
+        return self.resolved[s.name]
+
+
+def runner(config: TuneBase) -> Runner:
+    """The simulator engine's runner (`EngineSpec.runner`): the virtual face in-process in virtual time;
+    the http face is a server like any other, swept by the server sweep."""
+    assert isinstance(config, SimTuneConfig)
+    return VirtualSweep(config) if config.engine.face == "virtual" else Sweep(config)
+
+
+__all__ = ["SIM_SOURCE", "VirtualSweep", "runner", "sglang_command"]

@@ -1,0 +1,46 @@
+"""Engine spellings of a setting map to the model's SettingParams."""
+
+from __future__ import annotations
+
+import pytest
+
+from specfrontier.errors import ConfigError
+from specfrontier.perfmodel import SettingParams, setting_params
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, SettingParams()),
+        ({"spec_type": "none"}, SettingParams()),
+        ({"algorithm": "EAGLE3", "num_steps": 3}, SettingParams(steps=3, family="EAGLE3")),
+        (
+            {"algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4},
+            SettingParams(steps=3, family="EAGLE3"),
+        ),
+        (
+            {"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": 4, "num_draft_tokens": 16},
+            SettingParams(steps=5, topk=4, draft_tokens=16, family="EAGLE3"),
+        ),
+        ({"spec_type": "ngram-simple", "draft_n_max": 8}, SettingParams(steps=8, family="ngram-simple")),
+        ({"spec_type": "ngram-mod"}, SettingParams(steps=16, family="ngram-mod")),
+        ({"method": "eagle3", "num_speculative_tokens": 2}, SettingParams(steps=2, family="eagle3")),
+        ({"max_running_requests": 8}, SettingParams(max_running_requests=8)),
+    ],
+)
+def test_engine_spellings(params: dict[str, object], expected: SettingParams) -> None:
+    assert setting_params(params) == expected
+
+
+def test_verified_tokens_and_labels() -> None:
+    assert SettingParams().verified == 1 and SettingParams().label == "no-spec"
+    assert SettingParams(steps=3, family="EAGLE3").verified == 4
+    tree = SettingParams(steps=5, topk=4, draft_tokens=16, family="EAGLE3")
+    assert tree.verified == 16 and tree.label == "EAGLE3 s5 k4 d16"
+
+
+def test_bad_values_name_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"num_steps = 2\.5"):
+        setting_params({"algorithm": "EAGLE3", "num_steps": 2.5}, where="row 3")
+    with pytest.raises(ConfigError, match="no draft depth"):
+        setting_params({"algorithm": "EAGLE3"})

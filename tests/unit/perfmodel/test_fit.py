@@ -1,0 +1,167 @@
+"""The model recovers a known ground truth: cells generated from chosen acceptance, capacity and cycle-time
+parameters are fitted, and untested settings are predicted within a tight tolerance."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from specfrontier.errors import ConfigError
+from specfrontier.perfmodel import ModelCell, SettingParams, fit_capacity, fit_model
+from specfrontier.perfmodel.acceptance import FamilyAcceptance, solve_alpha
+from specfrontier.perfmodel.cycle import nnls
+from specfrontier.theory.acceptance import chain_tau, tree_tau
+
+RATES = (0.9, 0.85, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8)
+
+
+def _truth_cycle_ms(batch: int, p: SettingParams, *, moe: bool) -> float:
+    n = batch * p.verified
+    t = 10.0 + 0.05 * batch + p.steps * (0.6 + 0.02 * batch) + 0.01 * n
+    if moe:
+        t += 8.0 * (1 - (1 - 8 / 256) ** n)
+    return t
+
+
+def _truth_capacity(p: SettingParams) -> int:
+    return 64 if not p.speculative else math.floor(106 / (2 + p.verified))
+
+
+def _cells(steps: list[int], levels: list[int], *, moe: bool = False, with_acceptance: bool = True) -> list[ModelCell]:
+    out = []
+    for s in [0, *steps]:
+        p = SettingParams(steps=s, family="EAGLE3") if s else SettingParams()
+        tau = chain_tau(RATES[:s])
+        positions = tuple(float(np.prod(RATES[: i + 1])) for i in range(s))
+        for c in levels:
+            b = min(c, _truth_capacity(p))
+            v = 1000 * tau / _truth_cycle_ms(b, p, moe=moe)
+            out.append(
+                ModelCell(
+                    f"s{s}",
+                    p,
+                    c,
+                    per_request_tok_s=v,
+                    aggregate_tok_s=b * v,
+                    capacity=_truth_capacity(p),
+                    acceptance_length=tau if with_acceptance and s else None,
+                    acceptance_per_position=positions if with_acceptance else (),
+                )
+            )
+    return out
+
+
+def test_dense_ground_truth_predicts_untested_depth_within_one_percent() -> None:
+    model = fit_model(_cells([1, 2, 3], [1, 4, 16, 32, 64]))
+    assert model.train_rms < 1e-6
+    target = SettingParams(steps=5, family="EAGLE3")
+    for c in (1, 4, 16, 64):
+        b = min(c, _truth_capacity(target))
+        expected = 1000 * chain_tau(RATES[:5]) / _truth_cycle_ms(b, target, moe=False)
+        got = model.predict(target, c)
+        assert got.batch == b
+        assert got.per_request_tok_s == pytest.approx(expected, rel=0.01)
+        assert got.aggregate_tok_s == pytest.approx(b * expected, rel=0.01)
+
+
+def test_moe_form_is_chosen_for_moe_ground_truth_and_beats_dense_on_held_out_cells() -> None:
+    model = fit_model(_cells([1, 2, 3, 4], [1, 2, 4, 8, 16, 32], moe=True), forms=("dense", "moe"))
+    assert model.form == "moe"
+    loo_moe, loo_dense = model.loo_rms["moe"], model.loo_rms["dense"]
+    assert loo_moe is not None and loo_dense is not None and loo_moe < loo_dense
+
+
+def test_capacity_law_is_recovered_and_predicts_the_unreported_depth() -> None:
+    law = fit_capacity(_cells([1, 2, 3], [1]))
+    assert law.kind == "hybrid-state"
+    assert law.capacity(SettingParams(steps=4, family="EAGLE3")) == 15  # floor(106 / 7), as theory 2.4
+    assert law.capacity(SettingParams()) == 64
+    assert law.capacity(SettingParams(steps=4, family="EAGLE3", max_running_requests=8)) == 8
+
+
+def test_constant_capacity_when_readings_do_not_depend_on_depth() -> None:
+    cells = [ModelCell("a", SettingParams(steps=s, family="ngram"), 1, 10.0, 10.0, capacity=4) for s in (4, 8)]
+    law = fit_capacity(cells)
+    assert law.kind == "constant" and law.capacity(SettingParams(steps=16, family="ngram")) == 4
+
+
+def test_acceptance_fitted_from_throughput_when_no_counters() -> None:
+    model = fit_model(_cells([1, 2, 3, 4], [1, 4, 16], with_acceptance=False))
+    fam = model.acceptance["EAGLE3"]
+    assert "fitted from throughput" in fam.source
+    assert 0.6 < fam.alpha < 1.0
+
+
+def test_per_position_counters_give_conditional_rates() -> None:
+    model = fit_model(_cells([1, 2, 3], [1, 4]))
+    assert model.acceptance["EAGLE3"].conditional == pytest.approx(RATES[:3])
+    # beyond the measured depth the last measured rate is reused
+    assert model.tau(SettingParams(steps=5, family="EAGLE3")) == pytest.approx(chain_tau([0.9, 0.85, 0.8, 0.8, 0.8]))
+
+
+def test_intervals_come_from_leave_one_out_errors() -> None:
+    rng = np.random.default_rng(1)
+    noisy = [
+        dataclasses.replace(c, per_request_tok_s=c.per_request_tok_s * (1 + rng.normal(0, 0.03)), aggregate_tok_s=None)
+        for c in _cells([1, 2, 3], [1, 4, 16])
+        if c.per_request_tok_s is not None
+    ]
+    model = fit_model(noisy)
+    half = model.interval_halfwidth
+    assert half is not None and 0.0 < half < 0.5
+    p = model.predict(SettingParams(steps=2, family="EAGLE3"), 4)
+    assert p.per_request_interval is not None
+    low, high = p.per_request_interval
+    assert low < p.per_request_tok_s < high
+    assert high / p.per_request_tok_s - 1 == pytest.approx(half)
+
+
+def test_chain_and_tree_tau() -> None:
+    assert chain_tau([0.5, 0.5]) == pytest.approx(1.75)
+    # topk 1 tree == chain with a constant rate
+    assert tree_tau(0.8, 3, 1, 4) == pytest.approx(chain_tau([0.8] * 3))
+    # more verified nodes never lower tau; a wider tree beats the chain at the same depth
+    wide = [tree_tau(0.75, 5, 4, m) for m in (2, 4, 8, 16, 32)]
+    assert wide == sorted(wide)
+    assert wide[-1] > chain_tau([0.75] * 5)
+    p = SettingParams(steps=3, family="X")
+    assert solve_alpha(p, FamilyAcceptance.constant(0.7, "").tau(p)) == pytest.approx(0.7, abs=1e-6)
+
+
+def test_nnls_matches_an_exact_non_negative_solution_and_clips_negative_parts() -> None:
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert nnls(a, a @ np.array([2.0, 3.0])) == pytest.approx([2.0, 3.0])
+    x = nnls(a, np.array([-1.0, 2.0, 1.0]))
+    assert (x >= 0).all() and x[0] == 0.0
+
+
+def test_unfittable_inputs_raise_config_errors_naming_the_fix() -> None:
+    with pytest.raises(ConfigError, match="at least 2"):
+        fit_model(_cells([], [1]))
+    model = fit_model(_cells([1, 2], [1, 4]))
+    with pytest.raises(ConfigError, match="family = 'ngram'"):
+        model.predict(SettingParams(steps=3, family="ngram"), 1)
+    with pytest.raises(ConfigError, match="concurrency"):
+        model.predict(SettingParams(), 0)
+
+
+def test_turnaround_overhead_is_fitted_from_aggregates_with_output_lengths() -> None:
+    # Ground truth: each request also spends O(B) = 200 + 30 * B ms outside decoding (TTFT, prefill, gaps),
+    # so aggregate = B * L / (O + L / v) is well below B * v; per-request decode rates do not see it.
+    length = 64.0
+    cells = []
+    for c in _cells([1, 2, 3], [1, 2, 4, 8]):
+        assert c.per_request_tok_s is not None
+        b = c.concurrency
+        aggregate = b * length / ((200 + 30 * b) / 1000 + length / c.per_request_tok_s)
+        cells.append(dataclasses.replace(c, aggregate_tok_s=aggregate, output_tokens=length, capacity=None))
+    model = fit_model(cells, forms=("dense",))
+    assert model.cycle.overhead_ms(4) == pytest.approx(200 + 30 * 4, rel=0.02)
+    target = SettingParams(steps=4, family="EAGLE3")
+    v = 1000 * chain_tau(RATES[:4]) / _truth_cycle_ms(6, target, moe=False)
+    got = model.predict(target, 6)
+    assert got.per_request_tok_s == pytest.approx(v, rel=0.01)
+    assert got.aggregate_tok_s == pytest.approx(6 * length / ((200 + 180) / 1000 + length / v), rel=0.01)

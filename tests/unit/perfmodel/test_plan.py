@@ -1,0 +1,132 @@
+"""`plan`: fitted vs held-out errors, the predicted frontier and the depth choice, on an imported seed run,
+a simulated run and through the command line."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from specfrontier.cli import main
+from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sim import SimEngine, SimTuneConfig
+from specfrontier.errors import ConfigError
+from specfrontier.perfmodel.plan import levels, make_plan, plan_json, run_cells
+from specfrontier.runs.imported import load_table, store_table
+from specfrontier.runs.virtual import VirtualSweep
+from specfrontier.store import Store
+
+SEED = Path(__file__).resolve().parents[2] / "data" / "seed_frontier.json"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _seed_run(tmp_path: Path) -> tuple[Store, str]:
+    store = Store(tmp_path / "s.db")
+    return store, store_table(store, load_table(SEED))
+
+
+def test_seed_fit_on_steps_1_to_3_predicts_steps_4(tmp_path: Path) -> None:
+    store, run_id = _seed_run(tmp_path)
+    run = run_cells(store, run_id)
+    assert run.kind == "imported" and len(run.cells) == 14
+    plan = make_plan(run.cells, fit_only=["steps1", "steps2", "steps3"])
+    held = [r for r in plan.rows if not r.in_fit]
+    assert {r.setting for r in held} == {"steps4"} and len(held) == 5
+    # The model carries the capacity law: steps4 runs at most floor(106 / 7) = 15 requests.
+    assert plan.model.capacity(run.cells[-1].params) == 15
+    per_request = {r.concurrency: r.error_pct for r in held if r.metric == "per_request_tok_s"}
+    assert all(abs(e) < 8 for e in per_request.values()), per_request
+    assert all(abs(r.error_pct) < 25 for r in held)
+    assert max(plan.errors(in_fit=True)) < 10
+    # the frontier covers measured levels and the powers of two between them; deep chains win at C=1
+    assert [f.concurrency for f in plan.frontier] == [1, 2, 4, 8, 16, 32, 64]
+    assert plan.frontier[0].best_aggregate[0].params.steps >= 4
+    (depth,) = plan.depth
+    assert depth.family == "EAGLE3" and depth.peak_concurrency == 64
+    # capacity-aware: at saturation the deepest chain loses its running slots, so s_max is shallower
+    assert depth.max_depth < depth.by_concurrency[0][1]
+    doc = plan_json(plan, run)
+    assert doc["run_kind"] == "imported" and doc["fitted_settings"] == ["steps1", "steps2", "steps3"]
+    assert doc["model"]["form"] in ("dense", "moe", "roofline")
+    assert {c["in_fit"] for c in doc["cells"]} == {True, False}
+
+
+def test_fit_only_names_must_exist(tmp_path: Path) -> None:
+    store, run_id = _seed_run(tmp_path)
+    with pytest.raises(ConfigError, match=r"--fit-only = 'steps9': not a setting of this run; fix: use some of"):
+        make_plan(run_cells(store, run_id).cells, fit_only=["steps9"])
+
+
+def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_shape(tmp_path: Path) -> None:
+    config = SimTuneConfig(
+        engine=SimEngine(),
+        settings=(
+            SGLangSetting(name="no-spec"),
+            SGLangSetting(name="s1", algorithm="EAGLE3", num_steps=1, eagle_topk=1),
+            SGLangSetting(name="s3", algorithm="EAGLE3", num_steps=3, eagle_topk=1),
+        ),
+        concurrency=(1, 4, 16),
+        repeats=1,
+        rounds_per_cell=2,
+    )
+    sweep = VirtualSweep(config)
+    sweep.attach(Store(tmp_path / "sim.db"))
+    run_id = sweep.new_run()
+    sweep.run_sync(run_id)
+    run = run_cells(sweep.store, run_id)
+    assert run.kind == "simulated" and run.rho is not None and 0 < run.rho < 1
+    assert all(c.acceptance_length is not None for c in run.cells if c.params.speculative)
+    plan = make_plan(run.cells, rho=run.rho)
+    assert "fitted from throughput" not in plan.model.acceptance["EAGLE3"].source
+    assert max(plan.errors(in_fit=True)) < 30
+    assert levels(run.cells) == [1, 2, 4, 8, 16]
+
+
+def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["specfrontier", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, ANSI.sub("", out.out), ANSI.sub("", out.err)
+
+
+def test_cli_import_then_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = str(tmp_path / "c.db")
+    code, out, _ = _cli(monkeypatch, capsys, "import", str(SEED), "--store", db)
+    assert code == 0 and "imported 14 cells of 4 settings (sglang)" in out
+    run_id = re.search(r"as run (\S+)", out).group(1)  # type: ignore[union-attr]
+    code, out, _ = _cli(monkeypatch, capsys, "plan", run_id, "--store", db, "--fit-only", "steps1,steps2,steps3")
+    assert code == 0
+    assert "MODEL outputs" in out and "held out" in out and "capacity-aware depth [EAGLE3]" in out
+    code, out, _ = _cli(monkeypatch, capsys, "plan", run_id, "--store", db, "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and len(doc["cells"]) == 14 and all(c["in_fit"] for c in doc["cells"])
+    code, _, err = _cli(monkeypatch, capsys, "plan", run_id, "--store", db, "--format", "xml")
+    assert code == 2 and "--format = 'xml'" in err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("engine,num_steps,concurrency\nsglang,2,4\n", encoding="utf-8")
+    code, _, err = _cli(monkeypatch, capsys, "import", str(bad), "--store", db)
+    assert code == 2 and "row 1: no figure" in err
+    assert len(Store(tmp_path / "c.db").runs()) == 1  # the failed import wrote nothing
+
+
+def test_report_on_an_imported_run_points_to_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, run_id = _seed_run(tmp_path)
+    store.close()
+    code, _, err = _cli(monkeypatch, capsys, "report", run_id, "--store", str(tmp_path / "s.db"))
+    assert code == 2 and f"fix: `specfrontier plan {run_id}`" in err
+
+
+def test_a_run_without_closed_loop_cells_is_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match=r"no closed-loop cells .*fix: plan a run measured at concurrency"):
+        make_plan([])
