@@ -39,7 +39,7 @@ from specfrontier.load import StreamingClient
 from specfrontier.perfmodel.cells import setting_params
 from specfrontier.process.launch import ServerProcess, free_port, group_alive
 from specfrontier.records import Sampling
-from specfrontier.runs.sweep import _window_counters
+from specfrontier.runs.cell import window_counters as _window_counters
 from specfrontier.workloads import load_prompts
 
 

@@ -21,7 +21,7 @@ from specfrontier.cli import main
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.errors import ConfigError, EngineError
 from specfrontier.runs.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
-from specfrontier.runs.sweep import PER_REQUEST_SOURCE
+from specfrontier.runs.cell import PER_REQUEST_SOURCE
 from specfrontier.store import Store
 
 

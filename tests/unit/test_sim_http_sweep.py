@@ -17,7 +17,8 @@ from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord
-from specfrontier.runs.sweep import PER_REQUEST_EXACT_SOURCE, open_sweep, to_server_time
+from specfrontier.runs.cell import PER_REQUEST_EXACT_SOURCE, to_server_time
+from specfrontier.runs.sweep import open_sweep
 from specfrontier.sim import load_profile
 from specfrontier.sim.setting import SimSetting
 from specfrontier.sim.virtual import simulate_cell

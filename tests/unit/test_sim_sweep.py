@@ -17,7 +17,7 @@ from specfrontier.engines.sim import SimEngine, SimTuneConfig, seed_sim_config
 from specfrontier.errors import ConfigError
 from specfrontier.report import report_json, report_markdown
 from specfrontier.report.compare import comparison_summary
-from specfrontier.runs.virtual import VirtualSweep, sglang_command
+from specfrontier.sim.runner import VirtualSweep, sglang_command
 from specfrontier.store import Store
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.runs.sweep import PER_REQUEST_SOURCE, _window_counters, requests_per_cell
+from specfrontier.runs.cell import PER_REQUEST_SOURCE, requests_per_cell
+from specfrontier.runs.cell import window_counters as _window_counters
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from specfrontier.cli.app import (
 from specfrontier.errors import EngineError
 from specfrontier.report import print_report
 from specfrontier.runs.bench import BenchOptions, open_bench
-from specfrontier.runs.sweep import CellDone
+from specfrontier.runs.cell import CellDone
 from specfrontier.store import Store
 
 

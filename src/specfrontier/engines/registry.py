@@ -4,7 +4,9 @@ An engine module registers itself when `specfrontier.engines` is imported (`engi
 the built-in ones). Everything engine-specific is reached through here: `parse_config` picks the config
 class by `engine.name`, the sweep builds the adapter and the runner from the spec, `bench --url` asks
 every adapter whether it recognises the server, and stored or imported parameters are read with the
-merged parameter names (`vocabulary`). Nothing outside an engine module asks by engine name or type.
+merged parameter names (`vocabulary`). Nothing outside an engine's own code (its module here and, for
+the simulator, the `sim/` package) asks by engine name or type, except the schedule file formats
+(`schedules/`, which write SGLang's and vLLM's formats; docs/architecture.md lists them).
 
 Some engines are known only by their parameter names so far (tables imported from vLLM measurements,
 the vLLM schedule format): `register_names` records those without an adapter.

@@ -4,7 +4,7 @@ Why: a metric used to be listed by hand in four places (the summary over repeats
 builder, the CSV spread columns, the latency table), so adding one meant four edits that could disagree.
 Here each metric is one `MetricSpec`; `analysis.summary` builds `CellSummary` from the list and the
 reports lay out their fields, columns and notes from it. Its computation over one window stays in
-`metrics.py` (the `CellMetrics` field named by `source`); docs/metrics.md has the long definitions.
+`metrics/window.py` (the `CellMetrics` field named by `source`); docs/metrics.md has the long definitions.
 
 The order of `CELL_METRICS` is the order of the JSON report's cell fields and the CSV columns within each
 `section`; views with an order of their own (the JSON `spread` object, the latency table) say it with a

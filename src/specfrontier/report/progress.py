@@ -29,7 +29,8 @@ from rich.text import Text
 from specfrontier.config import TuneConfig
 from specfrontier.engines import Capacity
 from specfrontier.engines.base import EngineSetting
-from specfrontier.runs.sweep import CellDone, SweepEvents
+from specfrontier.runs.cell import CellDone
+from specfrontier.runs.sweep import SweepEvents
 from specfrontier.store import Store
 
 Mode = Literal["live", "lines", "jsonl", "quiet"]

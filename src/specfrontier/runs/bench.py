@@ -34,16 +34,12 @@ from specfrontier.errors import ConfigError, EngineError, EngineResponseError, S
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.load.workers import (
     ClientWorkers,
-    measure_closed_loop,
-    measure_open_loop,
-    resolve_open_workers,
-    resolve_workers,
 )
-from specfrontier.metrics.window import cell_metrics
-from specfrontier.records import Prompt, RequestRecord, RequestSpecStats, Sampling, SpecCounters
-from specfrontier.runs.sweep import CellDone, _window_counters, require_evidence
+from specfrontier.records import Prompt, RequestSpecStats, Sampling, SpecCounters
+from specfrontier.runs.cell import CellLoad, measure_cell, require_evidence
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
+from specfrontier.workloads.resolve import ResolvedWorkload
 
 _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=10)
 METRICS_SOURCE = "the server's /metrics counter diff around the window"
@@ -400,59 +396,36 @@ class Bench:
         self, run_id: str, session: aiohttp.ClientSession, client: StreamingClient, level: float, repeat: int
     ) -> None:
         o = self.o
-        before = await _metrics_counters(session, o.root, self.facts.engine)
-        facts: dict[str, Any] | None = None
-        rate: float | None = None
-        records: list[RequestRecord]
-        if o.open_loop:
-            rate, concurrency = float(level), o.max_in_flight or 0
-            records, facts, health = await measure_open_loop(
-                client,
-                self.prompts,
-                self.sampling,
-                rate=rate,
-                burstiness=o.burstiness,
-                seed=o.seed,
-                requests=o.requests,
-                duration_s=o.duration_s,
-                warmup_s=o.warmup_s,
-                cooldown_s=o.cooldown_s,
-                max_in_flight=o.max_in_flight,
-                workers=resolve_open_workers(
-                    o.client_workers, rate=rate, max_tokens=o.max_tokens, max_in_flight=o.max_in_flight
-                ),
-            )
-        else:
-            concurrency = int(level)
-            rounds = -(-o.rounds_per_cell * concurrency // len(self.prompts)) * len(self.prompts)
-            records, health = await measure_closed_loop(
-                client,
-                self.prompts,
-                self.sampling,
-                concurrency=concurrency,
-                num_requests=rounds,
-                workers=resolve_workers(o.client_workers, streams=concurrency),
-            )
-        require_evidence(records, f"the cell {f'rate={rate} req/s' if rate is not None else f'C={concurrency}'}")
-        after = await _metrics_counters(session, o.root, self.facts.engine)
-        counters, source = _window_counters(before, after, records, METRICS_SOURCE)
-        self.store.record_cell(
-            run_id,
-            setting_id=self.setting,
-            workload=o.workload_label(),
-            concurrency=concurrency,
-            repeat=repeat,
-            requests=records,
-            counters=counters,
-            acceptance_source=source,
-            request_rate=rate,
-            load=facts,
-            client_health=health.to_json(),
+
+        async def read_counters() -> SpecCounters | None:
+            return await _metrics_counters(session, o.root, self.facts.engine)
+
+        workload = ResolvedWorkload(
+            o.workload_label(), tuple(self.prompts), self.sampling, greedy=self.sampling.temperature == 0.0
         )
+        measured = await measure_cell(
+            client, workload, level, self.load, read_counters=read_counters, counters_source=METRICS_SOURCE
+        )
+        done = measured.store(self.store, run_id, self.setting, workload.key, repeat)
         if self.on_cell_done is not None:
-            self.on_cell_done(
-                CellDone(self.setting, concurrency, repeat, cell_metrics(records), counters, request_rate=rate)
-            )
+            self.on_cell_done(done)
+
+    @property
+    def load(self) -> CellLoad:
+        """How every cell applies load: bench's options in the shape `tune` uses."""
+        o = self.o
+        return CellLoad(
+            "open" if o.open_loop else "closed",
+            o.rounds_per_cell,
+            o.client_workers,
+            o.burstiness,
+            o.seed,
+            o.requests,
+            o.duration_s,
+            o.warmup_s,
+            o.cooldown_s,
+            o.max_in_flight,
+        )
 
 
 def parse_client_workers(text: str) -> ClientWorkers:

@@ -33,7 +33,7 @@ import importlib
 import os
 import platform
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,45 +46,25 @@ from specfrontier.engines import Capacity, EngineAdapter, EngineSetting
 from specfrontier.engines.registry import spec_of
 from specfrontier.errors import (
     EngineError,
-    EngineResponseError,
     EngineStartError,
     PortTakenError,
     SpecFrontierError,
     StoreError,
 )
 from specfrontier.load import StreamingClient, run_closed_loop
-from specfrontier.load.sessions import run_sessions
-from specfrontier.load.workers import (
-    measure_closed_loop,
-    measure_open_loop,
-    monitored,
-    resolve_open_workers,
-    resolve_workers,
-)
-from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.process.launch import ServerProcess, describe_exit, free_port, tail_of
-from specfrontier.records import Prompt, RequestRecord, Sampling, SpecCounters
+from specfrontier.records import Prompt, Sampling, SpecCounters
+from specfrontier.runs.cell import (
+    CellDone,
+    CellLoad,
+    measure_cell,
+    require_evidence,
+    to_server_time,
+)
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
-
-PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
-PER_REQUEST_EXACT_SOURCE = "per-request meta_info (sum of correct drafts and verify steps over the window's requests)"
-
-
-@dataclass(frozen=True, slots=True)
-class CellDone:
-    setting: str
-    concurrency: int
-    repeat: int
-    metrics: CellMetrics
-    counters: SpecCounters | None
-    request_rate: float | None = None
-    """Open loop: the cell's target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
-    workload: str = ""
-    """The cell's workload key."""
-
 
 PORT_ATTEMPTS = 2
 """Launches of one setting when another program takes its port first (a race, not the setting's fault)."""
@@ -374,158 +354,49 @@ class Sweep:
     ) -> None:
         """One cell: closed loop with C = `level` users, or open loop at `level` req/s (config.load.mode)."""
         wl = workload or self.workloads[0]
-        prompts = list(wl.prompts)
-        load = self.config.load
-        rate: float | None = None
-        facts: dict[str, Any] | None = None
-        before = await self.adapter.spec_counters(session, base_url=client.base_url)
-        if load.mode == "open":
-            rate, concurrency = float(level), load.max_in_flight or 0
-            records, facts, health = await measure_open_loop(
-                client,
-                prompts,
-                wl.sampling,
-                rate=rate,
-                burstiness=load.burstiness,
-                seed=load.seed,
-                requests=load.requests,
-                duration_s=load.duration_s,
-                warmup_s=load.warmup_s,
-                cooldown_s=load.cooldown_s,
-                max_in_flight=load.max_in_flight,
-                workers=resolve_open_workers(
-                    self.config.client_workers,
-                    rate=rate,
-                    max_tokens=max(p.max_tokens for p in prompts),
-                    max_in_flight=load.max_in_flight,
-                ),
-            )
-        else:
-            concurrency = int(level)
-            if wl.sessions:  # agentic replay: C sessions in flight, each turn after the previous one
-                records, health = await monitored(
-                    client,
-                    run_sessions(
-                        client,
-                        wl.sessions,
-                        wl.sampling,
-                        concurrency=concurrency,
-                        passes=-(-self.config.rounds_per_cell * concurrency // len(wl.sessions)),
-                    ),
+
+        async def read_counters() -> SpecCounters | None:
+            return await self.adapter.spec_counters(session, client.base_url)
+
+        def server_died(where: str) -> None:
+            code = server.exited()
+            if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
+                raise EngineStartError(
+                    f"server {describe_exit(code)} during the cell {where}",
+                    log_path=server.log_path,
+                    log_tail=tail_of(server.log_path),
                 )
-            else:
-                records, health = await measure_closed_loop(
-                    client,
-                    prompts,
-                    wl.sampling,
-                    concurrency=concurrency,
-                    num_requests=requests_per_cell(self.config.rounds_per_cell, concurrency, len(prompts)),
-                    workers=resolve_workers(self.config.client_workers, streams=concurrency),
-                )
-        records = to_server_time(records, self.adapter.time_scale)
-        where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
-        code = server.exited()
-        if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
-            raise EngineStartError(
-                f"server {describe_exit(code)} during the cell {where}",
-                log_path=server.log_path,
-                log_tail=tail_of(server.log_path),
-            )
-        require_evidence(records, f"the cell {where} of {wl.key}")
-        after = await self.adapter.spec_counters(session, base_url=client.base_url)
-        counters, source = _window_counters(before, after, records, self.adapter.counters_source)
-        self.store.record_cell(
-            run_id,
-            setting_id=setting.name,
-            workload=wl.key,
-            concurrency=concurrency,
-            repeat=repeat,
-            requests=records,
-            counters=counters,
-            acceptance_source=source,
-            request_rate=rate,
-            load=facts,
-            client_health=health.to_json(),
+
+        measured = await measure_cell(
+            client,
+            wl,
+            level,
+            cell_load(self.config),
+            read_counters=read_counters,
+            counters_source=self.adapter.counters_source,
+            time_scale=self.adapter.time_scale,
+            server_died=server_died,
         )
+        done = measured.store(self.store, run_id, setting.name, wl.key, repeat)
         if self.events.on_cell_done:
-            self.events.on_cell_done(
-                CellDone(
-                    setting.name,
-                    concurrency,
-                    repeat,
-                    cell_metrics(records),
-                    counters,
-                    request_rate=rate,
-                    workload=wl.key,
-                )
-            )
+            self.events.on_cell_done(done)
 
 
-def require_evidence(records: Sequence[RequestRecord], where: str) -> None:
-    """Raise EngineResponseError when every request of a window failed: such a window measures the
-    failure, not the setting, so it is not stored and the setting is recorded as failed."""
-    if not records or any(r.ok for r in records):
-        return
-    first = next((r.error for r in records if r.error), "unknown error")
-    raise EngineResponseError(
-        f"every request of {where} failed ({len(records)} of {len(records)}; first: {first[:200]}); "
-        "nothing of it is stored; fix: see the server log"
+def cell_load(config: TuneConfig) -> CellLoad:
+    """The load of every cell of a tune config (its `load:` block and the sweep shape)."""
+    load = config.load
+    return CellLoad(
+        load.mode,
+        config.rounds_per_cell,
+        config.client_workers,
+        load.burstiness,
+        load.seed,
+        load.requests,
+        load.duration_s,
+        load.warmup_s,
+        load.cooldown_s,
+        load.max_in_flight,
     )
-
-
-def to_server_time(records: list[RequestRecord], time_scale: float) -> list[RequestRecord]:
-    """Stretch a window's client timestamps by the server's time scale (a simulator serving 10x faster
-    than real time), so every stored figure is in simulated seconds. 1.0 leaves records untouched."""
-    if time_scale == 1.0 or not records:
-        return records
-    origin = min(r.send_ns for r in records)
-
-    def t(ns: int) -> int:
-        return origin + round((ns - origin) * time_scale)
-
-    return [
-        replace(
-            r,
-            send_ns=t(r.send_ns),
-            end_ns=t(r.end_ns),
-            first_token_ns=None if r.first_token_ns is None else t(r.first_token_ns),
-            chunk_ns=tuple(t(c) for c in r.chunk_ns),
-        )
-        for r in records
-    ]
-
-
-def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
-    """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
-    passes = -(-rounds * concurrency // prompts)
-    return passes * prompts
-
-
-def _window_counters(
-    before: SpecCounters | None,
-    after: SpecCounters | None,
-    records: list[RequestRecord],
-    counters_source: str,
-) -> tuple[SpecCounters | None, str | None]:
-    """Acceptance for exactly this window: the server's counter diff, else the per-request sums."""
-    if before is not None and after is not None:
-        return after.minus(before), counters_source
-    counters = per_request_counters(records)
-    if counters is None:
-        return None, None
-    return counters, PER_REQUEST_SOURCE if counters.verify_steps == 0 else PER_REQUEST_EXACT_SOURCE
-
-
-def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | None:
-    """The window's speculative counts summed over its successful requests' own stats (None: none had any).
-
-    Verify steps count only when every request reports them: a partial sum would bias the acceptance
-    length, so it is 0 (unknown) then."""
-    stats = [r.spec for r in records if r.ok and r.spec is not None]
-    if not stats:
-        return None
-    verify = 0 if any(s.verify_steps is None for s in stats) else sum(s.verify_steps or 0 for s in stats)
-    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify)
 
 
 def register_settings(store: Store, run_id: str, settings: Sequence[EngineSetting]) -> None:
@@ -543,7 +414,7 @@ def register_settings(store: Store, run_id: str, settings: Sequence[EngineSettin
 
 class Runner(Protocol):
     """What `tune` drives: the server sweep (`Sweep`) or an engine's own runner (the simulator's virtual
-    time, `sim_sweep.VirtualSweep`), picked by the engine's registration (`EngineSpec.runner`)."""
+    time, `sim.runner.VirtualSweep`), picked by the engine's registration (`EngineSpec.runner`)."""
 
     events: SweepEvents
 
@@ -609,20 +480,14 @@ def open_sweep(
 
 
 __all__ = [
-    "PER_REQUEST_EXACT_SOURCE",
-    "PER_REQUEST_SOURCE",
-    "CellDone",
     "RunOutcome",
     "Runner",
     "Sweep",
     "SweepEvents",
+    "cell_load",
     "environment",
     "make_runner",
     "open_sweep",
-    "per_request_counters",
     "register_settings",
-    "requests_per_cell",
-    "require_evidence",
-    "to_server_time",
     "workload_label",
 ]

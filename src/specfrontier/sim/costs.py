@@ -1,6 +1,6 @@
 """The simulator's reading of the performance theory: a profile and a resolved setting -> capacity and costs.
 
-The formulas are `specfrontier.theory`'s, shared with the fitted model (`model/`); this module only maps
+The formulas are `specfrontier.theory`'s, shared with the fitted model (`perfmodel/`); this module only maps
 a profile's fields and SGLang's resolved setting onto them, so the event loop, the calibration surrogate
 and reports all ask one place. The prefill cost is the simulator's own (the fitted model is decode-only).
 

@@ -1,6 +1,6 @@
 """The performance theory of speculative serving: how fast a server decodes, as formulas.
 
-"Model" elsewhere in specfrontier never means the LLM: `model/` is the performance model FITTED to
+"Model" elsewhere in specfrontier never means the LLM: `perfmodel/` is the performance model FITTED to
 measured cells and `sim/` is a discrete-event SIMULATOR of a server. Both rest on the same theory
 (../shared/reference/theory.md sections 1, 2 and 6), and it is written here once, so the simulator's
 predictions and the fitted model's cannot drift apart through two copies of one formula:

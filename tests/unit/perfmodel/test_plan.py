@@ -16,7 +16,7 @@ from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.plan import levels, make_plan, plan_json, run_cells
 from specfrontier.runs.imported import load_table, store_table
-from specfrontier.runs.virtual import VirtualSweep
+from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 SEED = Path(__file__).resolve().parents[2] / "data" / "seed_frontier.json"

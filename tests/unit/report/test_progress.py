@@ -15,7 +15,7 @@ from specfrontier.engines import Capacity
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
-from specfrontier.runs.sweep import CellDone
+from specfrontier.runs.cell import CellDone
 from specfrontier.store import Store
 
 

@@ -17,7 +17,6 @@ from specfrontier.config import WorkloadConfig
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
-from specfrontier.runs.virtual import VirtualSweep
 from specfrontier.schedules import (
     depth_schedule,
     sglang_adaptive_command,
@@ -26,6 +25,7 @@ from specfrontier.schedules import (
     vllm_command,
     vllm_speculative_config,
 )
+from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 LEVELS = (1, 4, 16, 64)

@@ -16,16 +16,8 @@ from specfrontier.engines.sglang import SGLangSetting, setting_args
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.metrics.window import cell_metrics
-from specfrontier.runs.sweep import (
-    CellDone,
-    Runner,
-    RunOutcome,
-    Sweep,
-    SweepEvents,
-    per_request_counters,
-    register_settings,
-    requests_per_cell,
-)
+from specfrontier.runs.cell import CellDone, per_request_counters, requests_per_cell
+from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.profile import SimProfile, load_profile

@@ -1,0 +1,253 @@
+"""One cell, measured the same way for `tune` (a server it launched) and `bench` (a server it did not).
+
+    counters before -> the window (closed loop, session replay, or open loop) -> timestamps in the
+    server's time -> the server still alive? -> any request succeeded? -> counters after -> the
+    acceptance of exactly that window
+
+The caller says how counters are read (an adapter's `spec_counters`, or nothing), what the server's
+time scale is (a simulator faster than real time), and how to tell that its server died during the
+window; `MeasuredCell.store` writes the cell in one transaction and returns the event for progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from specfrontier.errors import EngineResponseError
+from specfrontier.load import StreamingClient
+from specfrontier.load.health import ClientHealth
+from specfrontier.load.sessions import run_sessions
+from specfrontier.load.workers import (
+    ClientWorkers,
+    measure_closed_loop,
+    measure_open_loop,
+    monitored,
+    resolve_open_workers,
+    resolve_workers,
+)
+from specfrontier.metrics.window import CellMetrics, cell_metrics
+from specfrontier.records import RequestRecord, SpecCounters
+from specfrontier.store import Store
+from specfrontier.workloads.resolve import ResolvedWorkload
+
+PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
+PER_REQUEST_EXACT_SOURCE = "per-request meta_info (sum of correct drafts and verify steps over the window's requests)"
+
+
+@dataclass(frozen=True, slots=True)
+class CellDone:
+    setting: str
+    concurrency: int
+    repeat: int
+    metrics: CellMetrics
+    counters: SpecCounters | None
+    request_rate: float | None = None
+    """Open loop: the cell's target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
+    workload: str = ""
+    """The cell's workload key."""
+
+
+@dataclass(frozen=True, slots=True)
+class CellLoad:
+    """How every cell of a run applies load: closed loop (C users, at least `rounds_per_cell` x C requests
+    in whole passes over the prompts) or open loop (a seeded arrival schedule at a rate, see
+    `load.open_loop`). Built from a tune config's `load:` block or from bench's options."""
+
+    mode: Literal["closed", "open"]
+    rounds_per_cell: int
+    client_workers: ClientWorkers
+    burstiness: float = 1.0
+    seed: int = 0
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+    max_in_flight: int | None = None
+
+
+CounterReader = Callable[[], Awaitable[SpecCounters | None]]
+"""Reads the server's cumulative speculative counters now (None: it has none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredCell:
+    """One measured window, ready to store: its records, window counters and how the load was kept."""
+
+    concurrency: int
+    """C users (closed loop), or the open loop's in-flight cap (0: none)."""
+    rate: float | None
+    records: list[RequestRecord]
+    counters: SpecCounters | None
+    acceptance_source: str | None
+    load_facts: dict[str, Any] | None
+    health: ClientHealth
+
+    def store(self, store: Store, run_id: str, setting: str, workload: str, repeat: int) -> CellDone:
+        """Record the cell (one transaction) and return what progress displays show of it."""
+        store.record_cell(
+            run_id,
+            setting_id=setting,
+            workload=workload,
+            concurrency=self.concurrency,
+            repeat=repeat,
+            requests=self.records,
+            counters=self.counters,
+            acceptance_source=self.acceptance_source,
+            request_rate=self.rate,
+            load=self.load_facts,
+            client_health=self.health.to_json(),
+        )
+        metrics = cell_metrics(self.records)
+        return CellDone(
+            setting, self.concurrency, repeat, metrics, self.counters, request_rate=self.rate, workload=workload
+        )
+
+
+async def measure_cell(
+    client: StreamingClient,
+    workload: ResolvedWorkload,
+    level: float,
+    load: CellLoad,
+    *,
+    read_counters: CounterReader,
+    counters_source: str,
+    time_scale: float = 1.0,
+    server_died: Callable[[str], None] | None = None,
+) -> MeasuredCell:
+    """One cell at `level` (C, or the rate in req/s of an open loop). `server_died(where)` raises when the
+    server exited during the window: such a window is not a measurement of its setting."""
+    before = await read_counters()
+    prompts = list(workload.prompts)
+    rate: float | None = None
+    facts: dict[str, Any] | None = None
+    if load.mode == "open":
+        rate, concurrency = float(level), load.max_in_flight or 0
+        records, facts, health = await measure_open_loop(
+            client,
+            prompts,
+            workload.sampling,
+            rate=rate,
+            burstiness=load.burstiness,
+            seed=load.seed,
+            requests=load.requests,
+            duration_s=load.duration_s,
+            warmup_s=load.warmup_s,
+            cooldown_s=load.cooldown_s,
+            max_in_flight=load.max_in_flight,
+            workers=resolve_open_workers(
+                load.client_workers,
+                rate=rate,
+                max_tokens=max(p.max_tokens for p in prompts),
+                max_in_flight=load.max_in_flight,
+            ),
+        )
+    else:
+        concurrency = int(level)
+        if workload.sessions:  # agentic replay: C sessions in flight, each turn after the previous one
+            passes = -(-load.rounds_per_cell * concurrency // len(workload.sessions))
+            records, health = await monitored(
+                client,
+                run_sessions(client, workload.sessions, workload.sampling, concurrency=concurrency, passes=passes),
+            )
+        else:
+            records, health = await measure_closed_loop(
+                client,
+                prompts,
+                workload.sampling,
+                concurrency=concurrency,
+                num_requests=requests_per_cell(load.rounds_per_cell, concurrency, len(prompts)),
+                workers=resolve_workers(load.client_workers, streams=concurrency),
+            )
+    records = to_server_time(records, time_scale)
+    where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
+    if server_died is not None:
+        server_died(where)
+    require_evidence(records, f"the cell {where} of {workload.key}")
+    after = await read_counters()
+    counters, source = window_counters(before, after, records, counters_source)
+    return MeasuredCell(concurrency, rate, records, counters, source, facts, health)
+
+
+def require_evidence(records: Sequence[RequestRecord], where: str) -> None:
+    """Raise EngineResponseError when every request of a window failed: such a window measures the
+    failure, not the setting, so it is not stored and the setting is recorded as failed."""
+    if not records or any(r.ok for r in records):
+        return
+    first = next((r.error for r in records if r.error), "unknown error")
+    raise EngineResponseError(
+        f"every request of {where} failed ({len(records)} of {len(records)}; first: {first[:200]}); "
+        "nothing of it is stored; fix: see the server log"
+    )
+
+
+def to_server_time(records: list[RequestRecord], time_scale: float) -> list[RequestRecord]:
+    """Stretch a window's client timestamps by the server's time scale (a simulator serving 10x faster
+    than real time), so every stored figure is in simulated seconds. 1.0 leaves records untouched."""
+    if time_scale == 1.0 or not records:
+        return records
+    origin = min(r.send_ns for r in records)
+
+    def t(ns: int) -> int:
+        return origin + round((ns - origin) * time_scale)
+
+    return [
+        replace(
+            r,
+            send_ns=t(r.send_ns),
+            end_ns=t(r.end_ns),
+            first_token_ns=None if r.first_token_ns is None else t(r.first_token_ns),
+            chunk_ns=tuple(t(c) for c in r.chunk_ns),
+        )
+        for r in records
+    ]
+
+
+def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
+    """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
+    passes = -(-rounds * concurrency // prompts)
+    return passes * prompts
+
+
+def window_counters(
+    before: SpecCounters | None,
+    after: SpecCounters | None,
+    records: list[RequestRecord],
+    counters_source: str,
+) -> tuple[SpecCounters | None, str | None]:
+    """Acceptance for exactly this window: the server's counter diff, else the per-request sums."""
+    if before is not None and after is not None:
+        return after.minus(before), counters_source
+    counters = per_request_counters(records)
+    if counters is None:
+        return None, None
+    return counters, PER_REQUEST_SOURCE if counters.verify_steps == 0 else PER_REQUEST_EXACT_SOURCE
+
+
+def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | None:
+    """The window's speculative counts summed over its successful requests' own stats (None: none had any).
+
+    Verify steps count only when every request reports them: a partial sum would bias the acceptance
+    length, so it is 0 (unknown) then."""
+    stats = [r.spec for r in records if r.ok and r.spec is not None]
+    if not stats:
+        return None
+    verify = 0 if any(s.verify_steps is None for s in stats) else sum(s.verify_steps or 0 for s in stats)
+    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify)
+
+
+__all__ = [
+    "PER_REQUEST_EXACT_SOURCE",
+    "PER_REQUEST_SOURCE",
+    "CellDone",
+    "CellLoad",
+    "CounterReader",
+    "MeasuredCell",
+    "measure_cell",
+    "per_request_counters",
+    "requests_per_cell",
+    "require_evidence",
+    "to_server_time",
+    "window_counters",
+]
