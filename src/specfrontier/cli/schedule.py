@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import shlex
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,48 +17,27 @@ from specfrontier.cli.app import (
     app,
     console,
 )
-from specfrontier.schedules import (
-    DepthSchedule,
-    depth_schedule,
-    sglang_adaptive_command,
-    sglang_adaptive_config,
-    static_choices,
-    stored_setting,
-    vllm_command,
-    vllm_speculative_config,
-)
-from specfrontier.schedules.vllm import VLLM_METHOD
-from specfrontier.search.ladder import depth_of
+from specfrontier.engines.base import ScheduleFormat
+from specfrontier.engines.registry import schedule_formats
+from specfrontier.errors import ConfigError
+from specfrontier.schedules import DepthSchedule, depth_schedule, static_choices, stored_setting
 from specfrontier.textfiles import check_output_path, write_text_atomic
-
-ScheduleEngine = Literal["vllm", "sglang"]
 
 
 def _paths(data: RunData) -> tuple[str, str | None]:
-    """Model and draft paths from the run's config (placeholders for a simulator run)."""
+    """Model and draft paths from the run's engine options, where they name them (placeholders for a
+    simulator run, which has neither)."""
     engine = data.run.config.get("engine", {})
-    if engine.get("name") == "sglang":
-        return str(engine.get("model_path")), engine.get("draft_model_path")
+    if isinstance(engine.get("model_path"), str):
+        return engine["model_path"], engine.get("draft_model_path")
     return "<model-path>", "<draft-model-path>"
 
 
-def _static_command(data: RunData, name: str, engine: ScheduleEngine) -> str:
-    model, draft = _paths(data)
-    setting = stored_setting(data, name)
-    if engine == "sglang":
-        command = data.setting(name).command
-        return shlex.join(command) if command else "(not stored)"
-    argv = ["vllm", "serve", model, "--host", "127.0.0.1"]
-    if setting.speculative:
-        depth = depth_of(setting)
-        method = VLLM_METHOD.get(setting.algorithm or "")
-        if depth is None or method is None:
-            return f"(no vLLM equivalent of {name}: vLLM has no tree/top-k drafting or {setting.algorithm})"
-        spec: dict[str, Any] = {"method": method, "num_speculative_tokens": depth}
-        if method != "mtp":
-            spec["model"] = draft or "<draft-model-path>"
-        argv += ["--speculative-config", json.dumps(spec)]
-    return shlex.join(argv)
+def _format(name: str) -> ScheduleFormat:
+    formats = schedule_formats()
+    if name not in formats:
+        raise ConfigError(f"--engine = {name!r}: no schedule format; fix: use one of {', '.join(formats)}")
+    return formats[name]
 
 
 def _print_schedule(schedule: DepthSchedule, data: RunData, console: Console) -> None:
@@ -91,12 +68,13 @@ def _print_schedule(schedule: DepthSchedule, data: RunData, console: Console) ->
 
 def run_schedule(
     data: RunData,
-    engine: ScheduleEngine,
+    engine: str,
     output: Path | None,
     slo_tpot_ms: float | None,
     console: Console,
 ) -> None:
     """Print (and with `output`, write) the schedule, its launch command and the static choices."""
+    _format(engine)  # an unknown format is refused before anything is printed
     if output is not None:
         check_output_path(output, "-o", example=f"{engine}-schedule.json")
     simulated = " (SIMULATED: model predictions, not measurements)" if data.run.environment.get("simulated") else ""
@@ -104,13 +82,10 @@ def run_schedule(
     schedule = depth_schedule(data)
     _print_schedule(schedule, data, console)
     model, draft = _paths(data)
-    if engine == "vllm":
-        content: dict[str, Any] = vllm_speculative_config(schedule, draft_model=draft or "<draft-model-path>")
-        command = vllm_command(content, model=model)
-    else:
-        content = sglang_adaptive_config(schedule)
-        path = str(output) if output is not None else "<adaptive-config.json>"
-        command = sglang_adaptive_command(schedule, path, model=model, draft_model=draft)
+    fmt = _format(engine)
+    content = fmt.config(schedule, draft_model=draft or "<draft-model-path>")
+    path = str(output) if output is not None else "<adaptive-config.json>"
+    command = fmt.command(schedule, content, path, model=model, draft_model=draft)
     text = json.dumps(content, indent=2) + "\n"
     if output is not None:
         write_text_atomic(output, text)
@@ -124,18 +99,15 @@ def run_schedule(
             console.print(f"  {choice.workload}: none ({escape(choice.figure)})")
             continue
         console.print(f"  {choice.workload}: {escape(choice.setting)}, {escape(choice.figure)}")
-        console.print(f"    {escape(_static_command(data, choice.setting, engine))}")
-
-
-class ScheduleEngineName(StrEnum):
-    vllm = "vllm"
-    sglang = "sglang"
+        setting = stored_setting(data, choice.setting)
+        stored = data.setting(choice.setting).command
+        console.print(f"    {escape(fmt.static_command(setting, stored, model=model, draft_model=draft))}")
 
 
 @app.command()
 def schedule(
-    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop sim or SGLang run).")],
-    engine: Annotated[ScheduleEngineName, typer.Option("--engine", help="Schedule format: vllm or sglang.")],
+    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop run over a depth ladder).")],
+    engine: Annotated[str, typer.Option("--engine", help=f"Schedule format: {' or '.join(schedule_formats())}.")],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the schedule file here.")] = None,
     slo_tpot_ms: Annotated[
         float | None, typer.Option("--slo-tpot-ms", help="Also pick the best setting meeting TPOT p90 <= this.")
@@ -144,4 +116,4 @@ def schedule(
 ) -> None:
     """Best speculation depth per batch size as the engine's schedule file, plus the static best per workload."""
 
-    run_schedule(load_run(_open_existing(store, read_only=True), run_id), engine.value, output, slo_tpot_ms, console)
+    run_schedule(load_run(_open_existing(store, read_only=True), run_id), engine, output, slo_tpot_ms, console)

@@ -113,6 +113,12 @@ class EngineSetting(_LaunchArgs):
         """Fields that follow the depth (a chain's verified tokens); unchanged by default."""
         return data
 
+    @property
+    def drafter(self) -> str | None:
+        """The drafter family in this engine's spelling (SGLang's algorithm, llama.cpp's spec type), None
+        without speculation; schedule formats map it to their own engine's names."""
+        return None
+
     def parameters(self) -> dict[str, Any]:
         """The parameters that were set explicitly (what distinguishes this setting), for reports."""
         return self.model_dump(exclude={"name"}, exclude_none=True, exclude_defaults=True)
@@ -230,6 +236,30 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
         return None
 
 
+class ScheduleFormat(ABC):
+    """How one engine reads a per-batch-size speculation schedule (`specfrontier schedule --engine NAME`):
+    the file, the launch command that uses it, and the command of one static setting. The schedule is a
+    `schedules.choose.DepthSchedule` (its `template` the ladder's deepest setting, of the run's engine)."""
+
+    engine: ClassVar[str]
+
+    @abstractmethod
+    def config(self, schedule: Any, *, draft_model: str) -> dict[str, Any]:
+        """The schedule as the engine's file (JSON); ConfigError when the engine cannot run this ladder."""
+
+    @abstractmethod
+    def command(
+        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+    ) -> str:
+        """The engine's launch command running the schedule written at `config_path`."""
+
+    @abstractmethod
+    def static_command(
+        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+    ) -> str:
+        """The engine's launch command for one static setting (`stored`: its argv as run, if any)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Detected:
     """A running server recognised by its adapter (`EngineAdapter.detect`): its capacity (None: it did not
@@ -247,6 +277,7 @@ __all__ = [
     "EngineOptions",
     "EngineSetting",
     "ParamNames",
+    "ScheduleFormat",
     "SettingT",
     "get_json",
 ]

@@ -112,6 +112,10 @@ class LlamaCppSetting(EngineSetting):
         return self.spec_type != "none"
 
     @property
+    def drafter(self) -> str | None:
+        return self.spec_type if self.speculative else None
+
+    @property
     def depth_field(self) -> str | None:
         """A draft model's `draft_n_max`, or the draft length `ngram_size_m` of the sized n-gram types."""
         if self.spec_type == "draft-simple" and self.draft_n_max is not None:

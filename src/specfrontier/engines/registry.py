@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from specfrontier.engines.base import EngineAdapter, EngineSetting, ParamNames
+from specfrontier.engines.base import EngineAdapter, EngineSetting, ParamNames, ScheduleFormat
 from specfrontier.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class EngineSpec:
 
 _ENGINES: dict[str, EngineSpec] = {}
 _NAMES: dict[str, ParamNames] = {}
+_SCHEDULES: dict[str, ScheduleFormat] = {}
 
 
 def register(spec: EngineSpec, names: ParamNames | None = None) -> EngineSpec:
@@ -70,6 +71,16 @@ def register(spec: EngineSpec, names: ParamNames | None = None) -> EngineSpec:
 def register_names(engine: str, names: ParamNames) -> None:
     """Record how an engine's settings spell depth, family, branching and draft length."""
     _NAMES[engine] = names
+
+
+def register_schedule_format(fmt: ScheduleFormat) -> None:
+    """Record an engine's schedule file format (`specfrontier schedule --engine <fmt.engine>`)."""
+    _SCHEDULES[fmt.engine] = fmt
+
+
+def schedule_formats() -> dict[str, ScheduleFormat]:
+    """Every registered schedule format by engine name, sorted."""
+    return dict(sorted(_SCHEDULES.items()))
 
 
 def unregister(name: str) -> None:
@@ -205,6 +216,8 @@ __all__ = [
     "engines_with_option",
     "register",
     "register_names",
+    "register_schedule_format",
+    "schedule_formats",
     "spec",
     "spec_of",
     "specs",

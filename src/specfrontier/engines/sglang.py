@@ -21,6 +21,7 @@ Facts the adapter relies on (SGLang 0.5.23):
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -38,9 +39,10 @@ from specfrontier.engines.base import (
     EngineOptions,
     EngineSetting,
     ParamNames,
+    ScheduleFormat,
     get_json,
 )
-from specfrontier.engines.registry import EngineSpec, register
+from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.errors import ConfigError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
@@ -108,6 +110,10 @@ class SGLangSetting(EngineSetting):
     @property
     def speculative(self) -> bool:
         return self.algorithm is not None
+
+    @property
+    def drafter(self) -> str | None:
+        return self.algorithm
 
     @property
     def depth_field(self) -> str | None:
@@ -337,6 +343,80 @@ def spec_stats_from_chunk(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
     return RequestSpecStats(draft_tokens=drafted, accepted_tokens=correct, verify_steps=verify)
 
 
+# -- the schedule format: SGLang's adaptive speculative config ---------------------------------------
+# A depth schedule as SGLang's adaptive speculative config (`--speculative-adaptive-config FILE`).
+#
+# Format (SGLang `python/sglang/srt/speculative/adaptive_spec_params.py` and `adaptive_step_router.py`,
+# read at the source): a JSON object whose integer-string keys are batch sizes, each with a non-empty
+# `candidate_steps` list of non-negative ints; a running batch is routed to the largest key not above
+# it (the smallest key below that). Within a slot the EMA controller moves among its candidates by
+# acceptance; one candidate per slot pins the depth chosen from the measurements. The union of the
+# candidates sizes the buffers, and `--speculative-num-steps` must be one of them (checked at startup),
+# so it is set to the deepest. Adaptive mode runs EAGLE/EAGLE3 with eagle_topk 1 only.
+
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+
+
+def sglang_adaptive_config(schedule: Any) -> dict[str, Any]:
+    """`{"<batch size>": {"candidate_steps": [steps]}, ...}`, one pinned slot per schedule range."""
+    algorithm = schedule.template.drafter or ""
+    if algorithm not in ADAPTIVE_ALGORITHMS:
+        raise ConfigError(
+            f"setting {schedule.template.name!r}: algorithm = {algorithm!r}: SGLang's adaptive mode runs "
+            f"{'/'.join(ADAPTIVE_ALGORITHMS)} only; fix: export --engine vllm, or schedule an EAGLE3 ladder"
+        )
+    if schedule.max_depth == 0:
+        raise ConfigError(
+            "schedule: no speculative setting beat the baseline at any measured level, so there is nothing to "
+            "schedule; fix: run without speculation (see the static choices)"
+        )
+    return {str(e.batch_lo): {"candidate_steps": [e.depth]} for e in schedule.entries}
+
+
+def sglang_adaptive_command(
+    schedule: Any,
+    config_path: str,
+    *,
+    model: str = "<model-path>",
+    draft_model: str | None = "<draft-model-path>",
+) -> str:
+    """`sglang.launch_server` in adaptive mode at the schedule's deepest step, reading `config_path`."""
+    steps = schedule.max_depth
+    t = schedule.template
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--speculative-algorithm", t.drafter or ""]
+    if draft_model is not None:
+        argv += ["--speculative-draft-model-path", draft_model]
+    argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
+    argv += ["--speculative-num-draft-tokens", str(steps + 1)]
+    argv += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
+    if getattr(t, "max_running_requests", None) is not None:
+        argv += ["--max-running-requests", str(t.max_running_requests)]
+    return shlex.join(argv)
+
+
+class SGLangAdaptiveSchedule(ScheduleFormat):
+    """SGLang's `--speculative-adaptive-config` file and the `sglang.launch_server` that reads it."""
+
+    engine: ClassVar[str] = "sglang"
+
+    def config(self, schedule: Any, *, draft_model: str) -> dict[str, Any]:
+        return sglang_adaptive_config(schedule)
+
+    def command(
+        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+    ) -> str:
+        return sglang_adaptive_command(schedule, config_path, model=model, draft_model=draft_model)
+
+    def static_command(
+        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+    ) -> str:
+        """The command the setting was run with (a simulator run stores SGLang's equivalent)."""
+        return shlex.join(stored) if stored else "(not stored)"
+
+
+register_schedule_format(SGLangAdaptiveSchedule())
+
+
 SGLANG_NAMES = ParamNames(
     depth=("num_steps",),
     family=("algorithm",),
@@ -366,13 +446,17 @@ register(
 
 
 __all__ = [
+    "ADAPTIVE_ALGORITHMS",
     "SGLANG_NAMES",
     "SGLangAdapter",
+    "SGLangAdaptiveSchedule",
     "SGLangEngine",
     "SGLangSetting",
     "SGLangTuneConfig",
     "SpecAlgorithm",
     "capacity_from_server_info",
     "setting_args",
+    "sglang_adaptive_command",
+    "sglang_adaptive_config",
     "spec_stats_from_chunk",
 ]

@@ -1,6 +1,7 @@
-"""Schedules: the measured best speculation depth per batch size, exported in the formats vLLM
-(`num_speculative_tokens_per_batch_size`) and SGLang (adaptive `candidate_steps` per batch size) read,
-and the static best setting for a declared workload (interactive, throughput, SLO-bound)."""
+"""Schedules: the measured best speculation depth per batch size, and the static best setting for a
+declared workload (interactive, throughput, SLO-bound). Each engine writes a schedule in its own format
+(`engines.base.ScheduleFormat`, registered by the engine module: SGLang's adaptive `candidate_steps`,
+vLLM's `num_speculative_tokens_per_batch_size`)."""
 
 from specfrontier.schedules.choose import (
     DepthSchedule,
@@ -11,8 +12,6 @@ from specfrontier.schedules.choose import (
     static_choices,
     stored_setting,
 )
-from specfrontier.schedules.sglang import sglang_adaptive_command, sglang_adaptive_config
-from specfrontier.schedules.vllm import vllm_command, vllm_speculative_config
 
 __all__ = [
     "DepthSchedule",
@@ -20,10 +19,6 @@ __all__ = [
     "ScheduleEntry",
     "StaticChoice",
     "depth_schedule",
-    "sglang_adaptive_command",
-    "sglang_adaptive_config",
     "static_choices",
     "stored_setting",
-    "vllm_command",
-    "vllm_speculative_config",
 ]

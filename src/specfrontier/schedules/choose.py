@@ -24,8 +24,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from specfrontier.analysis.summary import CellSummary, RunData
-from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.base import EngineSetting
+from specfrontier.engines.registry import spec
 from specfrontier.errors import ConfigError
 from specfrontier.search.ladder import depth_of, family_key
 
@@ -56,7 +59,7 @@ class DepthSchedule:
 
     levels: tuple[LevelChoice, ...]
     entries: tuple[ScheduleEntry, ...]
-    template: SGLangSetting
+    template: EngineSetting
     left_out: tuple[str, ...]
     """Measured settings a schedule cannot express (trees, another ladder), with the reason."""
 
@@ -69,18 +72,19 @@ class DepthSchedule:
         return max(self.levels, key=lambda lv: lv.depth).setting
 
 
-def stored_setting(data: RunData, name: str) -> SGLangSetting:
-    """A stored setting as the SGLang-style setting it was run with (simulator and SGLang runs)."""
+def stored_setting(data: RunData, name: str) -> EngineSetting:
+    """A stored setting as its engine's setting (rebuilt from the stored parameters by the registry)."""
     row = data.setting(name)
-    return SGLangSetting.model_validate({"name": name, **row.params})
-
-
-def _sglang_run(data: RunData) -> None:
-    if data.run.engine not in ("sim", "sglang"):
+    try:
+        return spec(data.run.engine, where="run engine").setting.model_validate({"name": name, **row.params})
+    except ValidationError as exc:
         raise ConfigError(
-            f"run = {data.run.run_id!r}: engine = {data.run.engine!r}: schedules are built from SGLang-style chain "
-            "settings (EAGLE/EAGLE3 num_steps); fix: pick a run of `tune --engine sim` or of an SGLang config"
-        )
+            f"run = {data.run.run_id!r}: engine = {data.run.engine!r}: setting {name!r} = {row.params} is not a "
+            f"setting of that engine ({exc.errors()[0]['msg']}); fix: schedule a run measured with its engine"
+        ) from None
+
+
+def _schedulable_run(data: RunData) -> None:
     if data.open_loop:
         raise ConfigError(
             f"run = {data.run.run_id!r}: an open-loop run (cells keyed by request rate, not batch size); "
@@ -94,19 +98,20 @@ def _median(cell: CellSummary | None) -> float | None:
 
 def depth_schedule(data: RunData) -> DepthSchedule:
     """The best depth per measured concurrency, merged into batch-size ranges starting at 1."""
-    _sglang_run(data)
+    _schedulable_run(data)
     baseline = data.baseline
     settings = {name: stored_setting(data, name) for name in data.measured_settings()}
     chains = {n: s for n, s in settings.items() if depth_of(s) is not None}
     left_out = [
-        f"{n}: not a chain (eagle_topk > 1 or no num_steps)"
+        f"{n}: not a chain (a tree, or no depth: not on a depth ladder)"
         for n, s in settings.items()
         if s.speculative and n not in chains
     ]
     if not chains:
         raise ConfigError(
-            f"run = {data.run.run_id!r}: no measured chain setting (EAGLE/EAGLE3 with num_steps, eagle_topk 1); "
-            "fix: run a sweep over num_steps first, e.g. `specfrontier tune --engine sim`"
+            f"run = {data.run.run_id!r}: no measured setting on a depth ladder (a chain: one draft per step, "
+            "e.g. EAGLE3 num_steps with eagle_topk 1); fix: run a sweep over the depth first, e.g. "
+            "`specfrontier tune --engine sim`"
         )
     family = _winning_family(data, chains)
     for n in list(chains):
@@ -122,7 +127,7 @@ def depth_schedule(data: RunData) -> DepthSchedule:
     return DepthSchedule(tuple(choices), _merge(choices), template, tuple(left_out))
 
 
-def _winning_family(data: RunData, chains: dict[str, SGLangSetting]) -> str:
+def _winning_family(data: RunData, chains: dict[str, EngineSetting]) -> str:
     wins: Counter[str] = Counter()
     for c in data.concurrency_levels:
         best = max(chains, key=lambda n: _median(data.cell(n, c)) or -1.0)
@@ -131,7 +136,7 @@ def _winning_family(data: RunData, chains: dict[str, SGLangSetting]) -> str:
     return max(wins, key=lambda k: (wins[k], -first[k]))
 
 
-def _choose(data: RunData, c: int, candidates: dict[str, SGLangSetting], baseline: str | None) -> LevelChoice | None:
+def _choose(data: RunData, c: int, candidates: dict[str, EngineSetting], baseline: str | None) -> LevelChoice | None:
     ranked = sorted(
         (n for n in candidates if _median(data.cell(n, c)) is not None), key=lambda n: -(_median(data.cell(n, c)) or 0)
     )

@@ -14,17 +14,11 @@ from schedule_rules import sglang_check_num_steps, sglang_slot_for_batch, vllm_l
 from specfrontier.analysis import RunData, load_run
 from specfrontier.cli import main
 from specfrontier.config import WorkloadConfig
-from specfrontier.engines.sglang import SGLangSetting
+from specfrontier.engines.sglang import SGLangSetting, sglang_adaptive_command, sglang_adaptive_config
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
+from specfrontier.engines.vllm import vllm_command, vllm_speculative_config
 from specfrontier.errors import ConfigError
-from specfrontier.schedules import (
-    depth_schedule,
-    sglang_adaptive_command,
-    sglang_adaptive_config,
-    static_choices,
-    vllm_command,
-    vllm_speculative_config,
-)
+from specfrontier.schedules import depth_schedule, static_choices
 from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
