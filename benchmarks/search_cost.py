@@ -34,9 +34,9 @@ from specfrontier.config import WorkloadConfig
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.search.observe import observe
 from specfrontier.sim.profile import SimProfile, parse_profile
+from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 LEVELS = (1, 4, 16, 32, 64)

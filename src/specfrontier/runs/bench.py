@@ -414,18 +414,7 @@ class Bench:
     def load(self) -> CellLoad:
         """How every cell applies load: bench's options in the shape `tune` uses."""
         o = self.o
-        return CellLoad(
-            "open" if o.open_loop else "closed",
-            o.rounds_per_cell,
-            o.client_workers,
-            o.burstiness,
-            o.seed,
-            o.requests,
-            o.duration_s,
-            o.warmup_s,
-            o.cooldown_s,
-            o.max_in_flight,
-        )
+        return CellLoad.of("open" if o.open_loop else "closed", o.rounds_per_cell, o.client_workers, o)
 
 
 def parse_client_workers(text: str) -> ClientWorkers:

@@ -66,6 +66,15 @@ class CellLoad:
     cooldown_s: float = 0.0
     max_in_flight: int | None = None
 
+    @classmethod
+    def of(
+        cls, mode: Literal["closed", "open"], rounds_per_cell: int, client_workers: ClientWorkers, open_loop: Any
+    ) -> CellLoad:
+        """From anything that carries the open-loop fields by these names (a tune config's `load:` block,
+        bench's options): one place that lists them."""
+        names = ("burstiness", "seed", "requests", "duration_s", "warmup_s", "cooldown_s", "max_in_flight")
+        return cls(mode, rounds_per_cell, client_workers, **{n: getattr(open_loop, n) for n in names})
+
 
 CounterReader = Callable[[], Awaitable[SpecCounters | None]]
 """Reads the server's cumulative speculative counters now (None: it has none)."""

@@ -384,19 +384,7 @@ class Sweep:
 
 def cell_load(config: TuneConfig) -> CellLoad:
     """The load of every cell of a tune config (its `load:` block and the sweep shape)."""
-    load = config.load
-    return CellLoad(
-        load.mode,
-        config.rounds_per_cell,
-        config.client_workers,
-        load.burstiness,
-        load.seed,
-        load.requests,
-        load.duration_s,
-        load.warmup_s,
-        load.cooldown_s,
-        load.max_in_flight,
-    )
+    return CellLoad.of(config.load.mode, config.rounds_per_cell, config.client_workers, config.load)
 
 
 def register_settings(store: Store, run_id: str, settings: Sequence[EngineSetting]) -> None:
