@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specfrontier.analysis.summary import Figure
+from specfrontier.analysis.summary import OverRepeats
 from specfrontier.config import WorkloadConfig
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.sglang import SGLangSetting
@@ -87,7 +87,7 @@ def _config(case: Case, search: SearchConfig) -> SimTuneConfig:
     )
 
 
-def _overlap(a: Figure | None, b: Figure | None) -> bool:
+def _overlap(a: OverRepeats | None, b: OverRepeats | None) -> bool:
     """True when two cells' repeat ranges overlap: the grid cannot tell them apart."""
     if a is None or b is None or None in (a.low, a.high, b.low, b.high):
         return False

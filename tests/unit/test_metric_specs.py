@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import specfrontier.report
-from specfrontier.analysis.summary import CellSummary, Figure
+from specfrontier.analysis.summary import CellSummary, OverRepeats
 from specfrontier.metrics.specs import (
     CELL_METRICS,
     SECTIONS,
@@ -76,7 +76,7 @@ def _summary_fields(kind: str) -> set[str]:
 
 def test_cell_summary_spells_out_exactly_the_declared_metrics() -> None:
     # CellSummary keeps explicit fields for type checking; the declaration fills them: they must agree.
-    assert {m.name for m in CELL_METRICS if m.over_repeats == "median"} == _summary_fields("Figure")
+    assert {m.name for m in CELL_METRICS if m.over_repeats == "median"} == _summary_fields("OverRepeats")
     assert {m.name for m in CELL_METRICS if m.over_repeats == "sum"} <= _summary_fields("int")
 
 
@@ -143,8 +143,8 @@ def test_a_declaration_that_cannot_work_is_refused(specs: tuple[MetricSpec, ...]
 
 
 def test_figure_by_name_refuses_a_count() -> None:
-    fig = Figure.of([1.0, 2.0, 3.0])
-    fields = {f.name: fig for f in dataclasses.fields(CellSummary) if f.type == "Figure"}
+    fig = OverRepeats.of([1.0, 2.0, 3.0])
+    fields = {f.name: fig for f in dataclasses.fields(CellSummary) if f.type == "OverRepeats"}
     facts = {"setting": "s", "concurrency": 1, "workload": "w", "repeats": 3, "requests": 9, "errors": 0}
     cell = CellSummary(**facts, counters=None, acceptance_source=None, **fields)  # type: ignore[arg-type]
     assert cell.figure("ttft_p50_ms") is fig

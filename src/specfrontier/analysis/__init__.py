@@ -9,13 +9,13 @@ from specfrontier.analysis.decisions import (
     recommend,
     speedup,
 )
-from specfrontier.analysis.summary import CellSummary, Figure, RunData, load_run, summarise_cells
+from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData, load_run, summarise_cells
 
 __all__ = [
     "Best",
     "CellSummary",
     "Crossover",
-    "Figure",
+    "OverRepeats",
     "Recommendation",
     "RunData",
     "best_per_concurrency",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specfrontier.analysis.decisions import recommended_per_concurrency
-from specfrontier.analysis.summary import CellSummary, Figure, RunData
+from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
 from specfrontier.metrics.stats import separated
 
 
@@ -97,8 +97,8 @@ class FigureDelta:
     workload_a: str
     workload_b: str
     level: float
-    a: Figure
-    b: Figure
+    a: OverRepeats
+    b: OverRepeats
     significant: bool
     """Beyond the noise of the repeats (`significant`)."""
 
@@ -110,7 +110,7 @@ class FigureDelta:
         return self.b.median / self.a.median
 
 
-COMPARED: dict[str, Callable[[CellSummary], Figure]] = {
+COMPARED: dict[str, Callable[[CellSummary], OverRepeats]] = {
     "aggregate tok/s": lambda c: c.aggregate_tok_s,
     "per-request tok/s p50": lambda c: c.per_request_tok_s_p50,
     "TTFT p50 ms": lambda c: c.ttft_p50_ms,
@@ -119,7 +119,7 @@ COMPARED: dict[str, Callable[[CellSummary], Figure]] = {
 """The figures `figure_deltas` compares, by report name."""
 
 
-def significant(a: Figure, b: Figure) -> bool:
+def significant(a: OverRepeats, b: OverRepeats) -> bool:
     """A change counts when it is beyond the noise of both runs' repeats: the same rule the report uses
     between settings (`stats.separated`: the seeded bootstrap intervals of the two medians do not
     overlap and the medians are more than 1% apart). One repeat in either run has no spread: never.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from specfrontier.analysis.summary import CellSummary, Figure, RunData
+from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
 from specfrontier.engines.registry import vocabulary
 from specfrontier.metrics.stats import separated
 
@@ -97,7 +97,7 @@ def crossovers(data: RunData) -> list[Crossover]:
     return found
 
 
-def _figures_separated(winner: Figure, loser: Figure) -> bool:
+def _figures_separated(winner: OverRepeats, loser: OverRepeats) -> bool:
     """`winner` is above `loser` beyond the noise (intervals apart, medians > 1% apart)."""
     wi, li = winner.interval, loser.interval
     if winner.median is None or loser.median is None or wi is None or li is None:

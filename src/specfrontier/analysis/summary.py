@@ -32,7 +32,7 @@ NOISY_SPREAD = NOISY_RELATIVE_MAD
 
 
 @dataclass(frozen=True, slots=True)
-class Figure:
+class OverRepeats:
     """A figure over repeats: median, the lowest/highest repeat, MAD and a bootstrap interval of the median."""
 
     median: float | None
@@ -46,7 +46,7 @@ class Figure:
     """95% percentile-bootstrap interval of the median (seeded: the same data gives the same interval)."""
 
     @classmethod
-    def of(cls, values: Sequence[float | None]) -> Figure:
+    def of(cls, values: Sequence[float | None]) -> OverRepeats:
         present = [v for v in values if v is not None]
         if not present:
             return cls(None, None, None, 0)
@@ -55,7 +55,7 @@ class Figure:
 
     @property
     def interval(self) -> Interval | None:
-        """The bootstrap interval; falls back to [low, high] for a Figure built by hand without one."""
+        """The bootstrap interval; falls back to [low, high] for an OverRepeats built by hand without one."""
         if self.ci_low is not None and self.ci_high is not None:
             return Interval(self.ci_low, self.ci_high)
         if self.low is not None and self.high is not None:
@@ -77,7 +77,7 @@ class Figure:
         return (self.high - self.low) / self.median
 
 
-_NO_FIGURE = Figure(None, None, None, 0)
+_NO_FIGURE = OverRepeats(None, None, None, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,32 +87,32 @@ class GoodputSummary:
     windows: tuple[WindowGoodput, ...]
 
     @property
-    def goodput_req_s(self) -> Figure:
-        return Figure.of([w.goodput_req_s for w in self.windows])
+    def goodput_req_s(self) -> OverRepeats:
+        return OverRepeats.of([w.goodput_req_s for w in self.windows])
 
     @property
-    def goodput_tok_s(self) -> Figure:
-        return Figure.of([w.goodput_tok_s for w in self.windows])
+    def goodput_tok_s(self) -> OverRepeats:
+        return OverRepeats.of([w.goodput_tok_s for w in self.windows])
 
     @property
-    def good_fraction(self) -> Figure:
-        return Figure.of([w.good_fraction for w in self.windows])
+    def good_fraction(self) -> OverRepeats:
+        return OverRepeats.of([w.good_fraction for w in self.windows])
 
     @property
     def slo_met(self) -> bool:
         """Every repeat met every SLO's percentile target."""
         return bool(self.windows) and all(w.slo_met for w in self.windows)
 
-    def observed(self, key: str) -> Figure:
+    def observed(self, key: str) -> OverRepeats:
         """The SLO's percentile per repeat (failed requests as infinitely slow; infinite -> left out)."""
-        return Figure.of([c.observed_ms for w in self.windows for c in w.checks if c.slo.key == key])
+        return OverRepeats.of([c.observed_ms for w in self.windows for c in w.checks if c.slo.key == key])
 
 
 @dataclass(frozen=True, slots=True)
 class CellSummary:
     """One cell over its repeats.
 
-    Its metric fields (a `Figure`, or an int summed over repeats) are those `metric_specs.CELL_METRICS`
+    Its metric fields (a `OverRepeats`, or an int summed over repeats) are those `metric_specs.CELL_METRICS`
     declares and are filled from that declaration; they stay spelled out here so that every use is
     type-checked (a test keeps the two lists equal). The other fields are facts of the cell.
     """
@@ -121,15 +121,15 @@ class CellSummary:
     concurrency: int
     workload: str
     repeats: int
-    per_request_tok_s_p50: Figure
-    per_request_tok_s_p10: Figure
-    aggregate_tok_s: Figure
-    ttft_p50_ms: Figure
-    ttft_p90_ms: Figure
-    ttft_p99_ms: Figure
-    tpot_p50_ms: Figure
-    tpot_p90_ms: Figure
-    achieved_concurrency: Figure
+    per_request_tok_s_p50: OverRepeats
+    per_request_tok_s_p10: OverRepeats
+    aggregate_tok_s: OverRepeats
+    ttft_p50_ms: OverRepeats
+    ttft_p90_ms: OverRepeats
+    ttft_p99_ms: OverRepeats
+    tpot_p50_ms: OverRepeats
+    tpot_p90_ms: OverRepeats
+    achieved_concurrency: OverRepeats
     requests: int
     errors: int
     counters: SpecCounters | None
@@ -144,29 +144,29 @@ class CellSummary:
     """(repeat, spike) for every slice whose p99 exceeds SPIKE_FACTOR x that repeat's median."""
     client_health: tuple[dict[str, Any], ...] = ()
     """Per repeat with it recorded: the client's lag, CPU and saturation (`load.health.ClientHealth`)."""
-    tpot_p99_ms: Figure = _NO_FIGURE
-    e2e_p50_ms: Figure = _NO_FIGURE
-    e2e_p99_ms: Figure = _NO_FIGURE
-    e2e_tok_s_p50: Figure = _NO_FIGURE
+    tpot_p99_ms: OverRepeats = _NO_FIGURE
+    e2e_p50_ms: OverRepeats = _NO_FIGURE
+    e2e_p99_ms: OverRepeats = _NO_FIGURE
+    e2e_tok_s_p50: OverRepeats = _NO_FIGURE
     """Per user, secondary: completion tokens / E2E per request, p50 (docs/metrics.md)."""
-    itl_p50_ms: Figure = _NO_FIGURE
+    itl_p50_ms: OverRepeats = _NO_FIGURE
     """Per-token ITL: each chunk gap split over the chunk's tokens (docs/metrics.md)."""
-    itl_p99_ms: Figure = _NO_FIGURE
-    chunk_gap_p50_ms: Figure = _NO_FIGURE
-    chunk_gap_p99_ms: Figure = _NO_FIGURE
-    tokens_per_chunk_mean: Figure = _NO_FIGURE
+    itl_p99_ms: OverRepeats = _NO_FIGURE
+    chunk_gap_p50_ms: OverRepeats = _NO_FIGURE
+    chunk_gap_p99_ms: OverRepeats = _NO_FIGURE
+    tokens_per_chunk_mean: OverRepeats = _NO_FIGURE
     itl_estimated_requests: int = 0
     """Requests whose per-chunk token counts were not streamed (ITL split assumed even)."""
-    acceptance_rate_request_weighted: Figure = _NO_FIGURE
+    acceptance_rate_request_weighted: OverRepeats = _NO_FIGURE
     """Mean over requests of accepted / drafted (per-request stats only), per repeat."""
-    acceptance_length_request_weighted: Figure = _NO_FIGURE
+    acceptance_length_request_weighted: OverRepeats = _NO_FIGURE
     goodput: GoodputSummary | None = None
     """Under the report's SLOs (`--slo`); None when none were given."""
 
-    def figure(self, name: str) -> Figure:
+    def figure(self, name: str) -> OverRepeats:
         """The figure over repeats of a declared metric (`metric_specs`), by name."""
         value = getattr(self, name)
-        if not isinstance(value, Figure):
+        if not isinstance(value, OverRepeats):
             raise KeyError(f"CellSummary.{name} is not a figure over repeats")
         return value
 
@@ -354,18 +354,18 @@ def _sum_counters(parts: Sequence[SpecCounters]) -> SpecCounters:
     )
 
 
-def _over_repeats(spec: MetricSpec, metrics: Sequence[CellMetrics]) -> Figure | int:
-    """One declared metric of a cell: a Figure of the per-window values, or their sum (`metric_specs`)."""
+def _over_repeats(spec: MetricSpec, metrics: Sequence[CellMetrics]) -> OverRepeats | int:
+    """One declared metric of a cell: an OverRepeats of the per-window values, or their sum (`metrics.specs`)."""
     values = [spec.window_value(m) for m in metrics]
     if spec.over_repeats == "sum":
         return int(sum(v or 0 for v in values))
-    return Figure.of(values)
+    return OverRepeats.of(values)
 
 
 def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = ()) -> CellSummary:
     first = group[0][0]
     metrics = [m for _, m in group]
-    # Every declared metric, by name: typed Any because each is a Figure or an int field of CellSummary
+    # Every declared metric, by name: typed Any because each is an OverRepeats or an int field of CellSummary
     # (tests/unit/test_metric_specs.py checks the declaration against the fields).
     declared: dict[str, Any] = {spec.name: _over_repeats(spec, metrics) for spec in CELL_METRICS}
     counters = [row.counters for row, _ in group if row.counters is not None]
@@ -414,7 +414,7 @@ def load_run(store: Store, run_id: str, slos: Sequence[Slo] = ()) -> RunData:
     return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos))
 
 
-def figure_json(fig: Figure) -> dict[str, Any]:
+def figure_json(fig: OverRepeats) -> dict[str, Any]:
     return {
         "median": fig.median,
         "min": fig.low,
@@ -430,8 +430,8 @@ def figure_json(fig: Figure) -> dict[str, Any]:
 __all__ = [
     "NOISY_SPREAD",
     "CellSummary",
-    "Figure",
     "GoodputSummary",
+    "OverRepeats",
     "RunData",
     "figure_json",
     "load_run",

@@ -19,7 +19,7 @@ from typing import Literal
 from specfrontier.metrics.window import CellMetrics
 
 OverRepeats = Literal["median", "sum"]
-"""How repeats combine: "median" makes an `analysis.summary.Figure` (median, range, MAD, bootstrap
+"""How repeats combine: "median" makes an `analysis.summary.OverRepeats` (median, range, MAD, bootstrap
 interval) of the per-window values; "sum" adds integer counts over the repeats."""
 
 Section = Literal["headline", "counts", "detail"]

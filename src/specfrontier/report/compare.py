@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specfrontier.analysis.compare import Comparison, figure_deltas
-from specfrontier.analysis.summary import Figure
+from specfrontier.analysis.summary import OverRepeats
 from specfrontier.report.table_model import Table
 
 
@@ -47,7 +47,7 @@ def comparison_tables(cmp: Comparison) -> list[Table]:
     return [recs, accept, cells, *delta_tables(cmp)]
 
 
-def _with_range(fig: Figure, digits: int) -> str:
+def _with_range(fig: OverRepeats, digits: int) -> str:
     if fig.median is None:
         return "-"
     text = f"{fig.median:.{digits}f}"

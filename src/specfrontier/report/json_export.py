@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
-from specfrontier.analysis.summary import CellSummary, Figure, figure_json
+from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json
 from specfrontier.metrics.specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
 
@@ -118,7 +118,7 @@ CellExport = create_model(
 def _metric_value(c: CellSummary, spec: MetricSpec) -> float | int | None:
     """What a JSON cell shows of a declared metric: the median over repeats, or the summed count."""
     value = getattr(c, spec.name)
-    return value.median if isinstance(value, Figure) else int(value)
+    return value.median if isinstance(value, OverRepeats) else int(value)
 
 
 def _cell(data: RunData, c: CellSummary) -> _Export:

@@ -7,7 +7,7 @@ Every table states its definitions in its notes (docs/metrics.md has the long fo
 
 from __future__ import annotations
 
-from specfrontier.analysis.summary import CellSummary, Figure, RunData
+from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
 from specfrontier.metrics.slo import slo_text
 from specfrontier.metrics.specs import LatencyColumn, latency_columns
 from specfrontier.report.table_model import Table
@@ -15,11 +15,11 @@ from specfrontier.report.table_model import Table
 LATENCY_NOTE_HEAD = "p50 / p99 over each repeat's requests, then the median over repeats."
 
 
-def _v(fig: Figure, digits: int = 1) -> str:
+def _v(fig: OverRepeats, digits: int = 1) -> str:
     return "-" if fig.median is None else f"{fig.median:.{digits}f}"
 
 
-def _pair(a: Figure, b: Figure, digits: int = 1) -> str:
+def _pair(a: OverRepeats, b: OverRepeats, digits: int = 1) -> str:
     return f"{_v(a, digits)} / {_v(b, digits)}"
 
 

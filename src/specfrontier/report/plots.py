@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
-from specfrontier.analysis import CellSummary, Figure, RunData
+from specfrontier.analysis import CellSummary, OverRepeats, RunData
 from specfrontier.analysis.frontier import frontier_points, gpu_count, workload_name
 
 WIDTH_IN, HEIGHT_IN = 7.0, 3.6
@@ -65,7 +65,7 @@ def _workloads(data: RunData) -> list[str]:
 
 
 def _series(
-    data: RunData, get: Callable[[CellSummary], Figure]
+    data: RunData, get: Callable[[CellSummary], OverRepeats]
 ) -> list[tuple[str, list[float], list[float], list[float], list[float]]]:
     """(label, levels, medians, lows, highs) per setting (and workload, when the run has several)."""
     many = len(_workloads(data)) > 1
@@ -92,7 +92,7 @@ def _series(
     return out
 
 
-def speed_vs_level(data: RunData, get: Callable[[CellSummary], Figure], ylabel: str) -> str | None:
+def speed_vs_level(data: RunData, get: Callable[[CellSummary], OverRepeats], ylabel: str) -> str | None:
     """Median over repeats per setting vs the level, with the lowest..highest repeat as error bars."""
     series = _series(data, get)
     if not series:

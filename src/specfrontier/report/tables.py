@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from specfrontier.analysis import (
     CellSummary,
-    Figure,
+    OverRepeats,
     RunData,
     best_per_concurrency,
     crossovers,
@@ -49,7 +49,7 @@ SIMULATED_NOTE = (
 )
 
 
-def _fmt(fig: Figure, digits: int = 1) -> str:
+def _fmt(fig: OverRepeats, digits: int = 1) -> str:
     if fig.median is None:
         return "-"
     spread = fig.relative_spread
@@ -59,7 +59,7 @@ def _fmt(fig: Figure, digits: int = 1) -> str:
     return text
 
 
-def _flagged(cell: CellSummary | None, get: Callable[[CellSummary], Figure]) -> str:
+def _flagged(cell: CellSummary | None, get: Callable[[CellSummary], OverRepeats]) -> str:
     if cell is None:
         return "-"
     text = _fmt(get(cell))
@@ -74,7 +74,7 @@ def _flagged(cell: CellSummary | None, get: Callable[[CellSummary], Figure]) -> 
     return text
 
 
-def grid_table(data: RunData, title: str, get: Callable[[CellSummary], Figure], definition: str) -> Table:
+def grid_table(data: RunData, title: str, get: Callable[[CellSummary], OverRepeats], definition: str) -> Table:
     """Seed-style table: rows = concurrency, columns = settings."""
     names = data.measured_settings()
     rows = [[str(c)] + [_flagged(data.cell(n, c), get) for n in names] for c in data.concurrency_levels]
@@ -279,7 +279,7 @@ def spike_lines(data: RunData, limit: int = 8) -> list[str]:
     return lines
 
 
-def _figure_of(name: str) -> Callable[[CellSummary], Figure]:
+def _figure_of(name: str) -> Callable[[CellSummary], OverRepeats]:
     return lambda c: c.figure(name)
 
 

@@ -2,7 +2,7 @@
 
 The search is the only component that reads results back to choose the next setting, and it reads
 them from the store (never from an engine), so a resumed search makes the same choices as the first.
-A figure is the median over repeats with the lowest and highest repeat (`analysis.summary.Figure`).
+A figure is the median over repeats with the lowest and highest repeat (`analysis.summary.OverRepeats`).
 
 Engine-seconds (the budget's unit) = every launched setting's stored startup time + every measured
 window (first send to last end of the stored requests). Warmup and cold-start requests are not
@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from specfrontier.analysis.summary import Figure
+from specfrontier.analysis.summary import OverRepeats
 from specfrontier.config.search import SearchObjective
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import SpecCounters
@@ -28,8 +28,8 @@ LAUNCHED = ("running", "done", "failed", "interrupted")
 class Observations:
     """Closed-loop cells of one run as figures over repeats, plus what the budget needs."""
 
-    figures: dict[tuple[str, str, int], dict[str, Figure]]
-    """(setting, workload, C) -> figure name -> Figure over repeats (a multi-workload run keeps them apart)."""
+    figures: dict[tuple[str, str, int], dict[str, OverRepeats]]
+    """(setting, workload, C) -> figure name -> its OverRepeats (a multi-workload run keeps them apart)."""
     status: dict[str, str]
     capacity: dict[str, int | None]
     engine_s_by_setting: dict[str, float] = field(default_factory=dict)
@@ -40,7 +40,7 @@ class Observations:
 
     def figure(
         self, setting: str, concurrency: int, name: SearchObjective | str, workload: str | None = None
-    ) -> Figure | None:
+    ) -> OverRepeats | None:
         """A figure of one cell; `workload` None means the run's first workload."""
         key = (setting, workload if workload is not None else self.workloads[0] if self.workloads else "", concurrency)
         cell = self.figures.get(key)
@@ -102,7 +102,8 @@ class Observer:
                     counters[key] = _add(counters[key], counted) if key in counters else counted
                 engine_s[s.name] += m.window_s
         figures = {
-            key: {name: Figure.of([getattr(m, name) for m in ms]) for name in _FIGURES} for key, ms in by_cell.items()
+            key: {name: OverRepeats.of([getattr(m, name) for m in ms]) for name in _FIGURES}
+            for key, ms in by_cell.items()
         }
         return Observations(
             figures=figures,
@@ -131,7 +132,7 @@ def observe(store: Store, run_id: str) -> Observations:
     return Observer(store, run_id).observe()
 
 
-def beats(new: Figure | None, old: Figure | None, min_gain: float) -> bool:
+def beats(new: OverRepeats | None, old: OverRepeats | None, min_gain: float) -> bool:
     """True when `new` is better than `old` beyond the noise: its median exceeds `old`'s by more than
     `min_gain`, and its worst repeat is above `old`'s best repeat (the ranges do not overlap)."""
     if new is None or old is None or new.median is None or old.median is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from builders import record_ms as _record
-from specfrontier.analysis import CellSummary, Figure, RunData, load_run
+from specfrontier.analysis import CellSummary, OverRepeats, RunData, load_run
 from specfrontier.errors import StoreError
 from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.store import Store
@@ -89,9 +89,11 @@ def test_median_and_range_over_repeats(data: RunData) -> None:
     base = _cell(data, "baseline", 1)
     assert base.repeats == 3
     # MAD = median(|80-81|, 0, |82-81|) = 1; the bootstrap interval of 3 values' median is their range
-    assert base.aggregate_tok_s == Figure(median=81.0, low=80.0, high=82.0, n=3, mad=1.0, ci_low=80.0, ci_high=82.0)
+    assert base.aggregate_tok_s == OverRepeats(
+        median=81.0, low=80.0, high=82.0, n=3, mad=1.0, ci_low=80.0, ci_high=82.0
+    )
     # TTFT 300, 100, 200 ms in the three repeats
-    assert base.ttft_p50_ms == Figure(200.0, 100.0, 300.0, 3, 100.0, 100.0, 300.0)
+    assert base.ttft_p50_ms == OverRepeats(200.0, 100.0, 300.0, 3, 100.0, 100.0, 300.0)
     # per-request tok/s = (tokens - 1) / (1000 ms - TTFT): 81/0.7, 79/0.9, 80/0.8 -> median 100, min 79/0.9
     fig = base.per_request_tok_s_p50
     assert fig.median == pytest.approx(100.0)
@@ -100,11 +102,11 @@ def test_median_and_range_over_repeats(data: RunData) -> None:
     # TPOT = (1000 - TTFT) / (tokens - 1): 700/81, 900/79, 800/80 -> median 10 ms
     assert base.tpot_p50_ms.median == pytest.approx(10.0)
     assert (base.tpot_p50_ms.low, base.tpot_p50_ms.high) == pytest.approx((700 / 81, 900 / 79))
-    assert base.achieved_concurrency == Figure(1.0, 1.0, 1.0, 3, 0.0, 1.0, 1.0)
+    assert base.achieved_concurrency == OverRepeats(1.0, 1.0, 1.0, 3, 0.0, 1.0, 1.0)
     assert not base.client_limited
 
     ngram = _cell(data, "ngram", 2)
-    assert ngram.aggregate_tok_s == Figure(115.0, 110.0, 125.0, 3, 5.0, 110.0, 125.0)
+    assert ngram.aggregate_tok_s == OverRepeats(115.0, 110.0, 125.0, 3, 5.0, 110.0, 125.0)
     assert ngram.achieved_concurrency.median == pytest.approx(2.0)
 
 
@@ -144,7 +146,7 @@ def test_errors_and_requests_are_summed_over_repeats(data: RunData) -> None:
     assert cell.repeats == 2
     assert (cell.requests, cell.errors) == (5, 1)
     # the failed request adds no tokens and does not widen the 1 s window
-    assert cell.aggregate_tok_s == Figure(60.0, 60.0, 60.0, 2, 0.0, 60.0, 60.0)
+    assert cell.aggregate_tok_s == OverRepeats(60.0, 60.0, 60.0, 2, 0.0, 60.0, 60.0)
 
 
 def test_run_shape(data: RunData) -> None:
@@ -166,10 +168,10 @@ def test_client_limited_when_requests_do_not_overlap(tmp_path: Path) -> None:
 
 
 def test_figure_of_ignores_missing_values() -> None:
-    assert Figure.of([None, None]) == Figure(None, None, None, 0)
+    assert OverRepeats.of([None, None]) == OverRepeats(None, None, None, 0)
     # two values: MAD 1; bootstrap medians 1, 2 or 3 -> 95% interval [1, 3]
-    assert Figure.of([3.0, None, 1.0]) == Figure(2.0, 1.0, 3.0, 2, 1.0, 1.0, 3.0)
-    assert Figure.of([]).relative_spread is None
+    assert OverRepeats.of([3.0, None, 1.0]) == OverRepeats(2.0, 1.0, 3.0, 2, 1.0, 1.0, 3.0)
+    assert OverRepeats.of([]).relative_spread is None
 
 
 def test_load_run_of_unknown_run_is_a_store_error(tmp_path: Path) -> None:

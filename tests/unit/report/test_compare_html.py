@@ -11,7 +11,7 @@ import pytest
 from html_runs import HOSTILE_SETTING, build_run
 from specfrontier.analysis import load_run
 from specfrontier.analysis.compare import Comparison, compare_runs, figure_deltas, significant
-from specfrontier.analysis.summary import Figure
+from specfrontier.analysis.summary import OverRepeats
 from specfrontier.report.compare import comparison_tables
 from specfrontier.report.compare_html import compare_html
 
@@ -19,13 +19,17 @@ from specfrontier.report.compare_html import compare_html
 @pytest.mark.parametrize(
     ("a", "b", "expected"),
     [
-        (Figure(10, 9, 11, 3), Figure(13, 12, 14, 3), True),  # every B repeat above every A repeat
-        (Figure(10, 9, 11, 3), Figure(7, 6, 8, 3), True),
-        (Figure(10, 9, 11, 3), Figure(11.5, 10.5, 12, 3), False),  # ranges overlap: within the noise
-        (Figure(10, 10, 10, 1), Figure(20, 20, 20, 1), False),  # one repeat: no spread known, never significant
+        (OverRepeats(10, 9, 11, 3), OverRepeats(13, 12, 14, 3), True),  # every B repeat above every A repeat
+        (OverRepeats(10, 9, 11, 3), OverRepeats(7, 6, 8, 3), True),
+        (OverRepeats(10, 9, 11, 3), OverRepeats(11.5, 10.5, 12, 3), False),  # ranges overlap: within the noise
+        (
+            OverRepeats(10, 10, 10, 1),
+            OverRepeats(20, 20, 20, 1),
+            False,
+        ),  # one repeat: no spread known, never significant
     ],
 )
-def test_significance_needs_repeats_that_do_not_overlap(a: Figure, b: Figure, expected: bool) -> None:
+def test_significance_needs_repeats_that_do_not_overlap(a: OverRepeats, b: OverRepeats, expected: bool) -> None:
     assert significant(a, b) is expected
 
 
