@@ -23,6 +23,12 @@ the rest of the text diverges. A correct engine shows this rarely, a broken one 
 gate also reports the baseline's own divergence over its repeats, the noise floor the tolerance must
 sit above; 10% is several times the rate seen from reduction order alone and far below the wholesale
 divergence of a broken setting.
+
+Batch nondeterminism is told from a speculation bug by comparing the baseline against itself: a setting is
+unsafe when its divergence exceeds the tolerance plus the baseline's own divergence rate (`threshold`).
+vLLM's CPU backend (bf16) shows why: its greedy output for a prompt changes with the batch it runs in,
+so the baseline differs from its own most common output on some requests, and a correct speculative
+setting meets the same variants (and new ones the baseline happened not to produce) at about that rate.
 """
 
 from __future__ import annotations
@@ -82,9 +88,15 @@ class GateResult:
         return self.baseline_diverged / self.baseline_compared if self.baseline_compared else None
 
     @property
+    def threshold(self) -> float:
+        """The divergence rate above which the setting is unsafe: the tolerance above the baseline's own
+        rate (its noise floor), so an engine whose greedy output moves with the batch is not a broken one."""
+        return self.tolerance + (self.baseline_rate or 0.0)
+
+    @property
     def unsafe(self) -> bool:
         rate = self.divergence_rate
-        return rate is not None and rate > self.tolerance and self.diverged_prompts >= MIN_DIVERGED_PROMPTS
+        return rate is not None and rate > self.threshold and self.diverged_prompts >= MIN_DIVERGED_PROMPTS
 
 
 def _first_diff(a: str, b: str) -> int:

@@ -118,7 +118,8 @@ def gate_table(data: RunData) -> Table | None:
             "differ = requests whose output text matches none of the baseline's outputs for the same prompt and "
             "workload (any level, any repeat); baseline self = the baseline's requests that differ from its own "
             "most common output at that level (the noise floor of batch-shape numerics).",
-            f"unsafe = rate > divergence_tolerance = {tolerance:.0%} and at least {MIN_DIVERGED_PROMPTS} distinct "
+            f"unsafe = rate > divergence_tolerance = {tolerance:.0%} + baseline self (the noise floor) and at least "
+            f"{MIN_DIVERGED_PROMPTS} distinct "
             "prompts differ (engines do not promise bit-exact greedy outputs across batch shapes, and one prompt "
             f"may be a near-tie; a broken setting differs on most prompts); {effect}.",
         ],
@@ -210,6 +211,7 @@ def _gate_entry(g: GateResult) -> dict[str, Any]:
         "baseline_compared": g.baseline_compared,
         "baseline_diverged": g.baseline_diverged,
         "tolerance": g.tolerance,
+        "threshold": g.threshold,
         "unsafe": g.unsafe,
         "examples": [
             {

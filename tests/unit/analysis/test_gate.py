@@ -121,3 +121,23 @@ def test_an_output_the_baseline_itself_produced_is_not_held_against_the_setting(
     (result,) = correctness_gate(rows, "baseline", 0.0)
     assert (result.diverged, result.compared, result.unsafe) == (0, 10, False)
     assert (result.baseline_diverged, result.baseline_compared) == (2, 30)  # the noise floor, reported
+
+
+def test_the_baseline_against_itself_sets_the_noise_floor() -> None:
+    """An engine whose greedy output moves with the batch (vLLM's CPU backend): the baseline differs from
+    its own most common output on 3 of 10 requests at C=4, so a setting that meets new variants at about
+    that rate is not unsafe; one that differs on most requests still is."""
+    noisy = _altered(3)
+    rows = [
+        _row("baseline", "w@greedy", 4, 0, TEXTS),
+        _row("baseline", "w@greedy", 4, 1, TEXTS),
+        _row("baseline", "w@greedy", 4, 2, noisy),
+        _row("ngram", "w@greedy", 4, 0, {**TEXTS, **{p: t + " (batch variant)" for p, t in list(TEXTS.items())[3:5]}}),
+        _row("broken", "w@greedy", 4, 0, {p: t + " wrong" for p, t in TEXTS.items()}),
+    ]
+    results = {r.setting: r for r in correctness_gate(rows, "baseline", 0.1)}
+    ngram, broken = results["ngram"], results["broken"]
+    assert ngram.baseline_rate == 0.1 and ngram.threshold == 0.2  # 3 of 30 baseline requests: the floor
+    assert (ngram.diverged, ngram.diverged_prompts, ngram.divergence_rate) == (2, 2, 0.2)
+    assert not ngram.unsafe  # 20%: above the tolerance alone (10%), not above tolerance + floor
+    assert broken.unsafe and broken.divergence_rate == 1.0
