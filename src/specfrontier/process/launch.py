@@ -196,11 +196,16 @@ class ServerProcess:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace_s)
+        _wait_group_gone(proc.pid, deadline)  # the children too (vLLM's engine core shuts down after its API server)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        # Children killed here are reaped by init, not by us: until then they still count as members of the
+        # group. Wait for that (bounded), so "stopped" means no process of the group is left.
+        _wait_group_gone(proc.pid, time.monotonic() + REAP_WAIT_S)
         self._proc = None
         self._release_guard()
 
@@ -225,6 +230,16 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+REAP_WAIT_S = 10.0
+"""Longest wait for init to reap a stopped server's killed children (they hold no port or memory by then)."""
+
+
+def _wait_group_gone(pgid: int, deadline: float) -> None:
+    """Poll until no process of the group is left or the deadline passes."""
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _start_guard() -> subprocess.Popen[bytes]:
