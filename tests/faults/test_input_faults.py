@@ -57,6 +57,15 @@ def latin1_jsonl(path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("engine", ["vllm", "trtllm", "sglang"])
+def test_an_engine_without_an_embedded_default_asks_for_a_config(tmp_path: Path, engine: str) -> None:
+    """`tune --engine vllm` with no --config: the engine's server and model are the user's to name."""
+    store = tmp_path / "s.db"
+    done = cli("tune", "--engine", engine, "--store", str(store), cwd=tmp_path)
+    assert_one_config_error(done, f"--engine = {engine!r} has no embedded default", f"engine.name: {engine}")
+    assert_nothing_started(tmp_path, store)
+
+
 # -- files that are not UTF-8 --------------------------------------------------------------------
 def test_a_non_utf8_config_is_refused_before_anything_starts(tmp_path: Path) -> None:
     store = tmp_path / "s.db"

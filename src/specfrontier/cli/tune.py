@@ -151,6 +151,11 @@ def _tune_config(
     spec = registry.spec(engine, where="--engine") if engine is not None else None
     if path is None and spec is not None and spec.default_config is not None:
         cfg = spec.default_config()
+    elif path is None and spec is not None:
+        raise ConfigError(
+            f"--engine = {spec.name!r} has no embedded default (its server and model are yours to name); "
+            f"fix: pass --config FILE with engine.name: {spec.name} (examples/ has a config per engine)"
+        )
     else:
         cfg = load_config(path)
     if engine is not None and cfg.engine.name != engine:
