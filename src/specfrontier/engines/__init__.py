@@ -4,10 +4,12 @@ ones; the order is the order `bench --url` asks them and the order their paramet
 
 # isort: off
 # Registration order: the order `bench --url` asks the adapters and the order parameter names merge
-# (SGLang's, then vLLM's, then llama.cpp's, so imported tables read the same as before the registry).
+# (SGLang's, then vLLM's, then TensorRT-LLM's, then llama.cpp's, so imported tables read the same as before
+# the registry).
 from specfrontier.engines import sglang  # noqa: F401
 from specfrontier.engines import sim  # noqa: F401
 from specfrontier.engines import vllm  # noqa: F401
+from specfrontier.engines import trtllm  # noqa: F401
 from specfrontier.engines import llamacpp  # noqa: F401
 
 # isort: on

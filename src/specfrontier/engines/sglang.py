@@ -281,7 +281,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         """SGLang answers `/server_info` (older releases `/get_server_info`) with its resolved server args."""
         for path in ("/server_info", "/get_server_info"):
             info = await get_json(session, root + path)
-            if isinstance(info, Mapping):
+            if isinstance(info, Mapping) and any(key in info for key in SERVER_INFO_KEYS):
                 version = f"sglang {info.get('version', '(version unknown)')}"
                 try:
                     capacity = capacity_from_server_info(info, SGLangSetting(name="running"))
@@ -289,6 +289,11 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
                     return Detected(None, f"unknown (sglang {path} without a capacity)", version)
                 return Detected(capacity, capacity.source, version)
         return None
+
+
+SERVER_INFO_KEYS = ("max_running_requests", "internal_states", "max_total_num_tokens", "speculative_algorithm")
+"""Keys of SGLang's resolved server args: another engine's `/server_info` (newer trtllm-serve has one,
+vLLM's in dev mode) holds none of them, so it is not taken for SGLang."""
 
 
 def capacity_from_server_info(info: Mapping[str, Any], setting: SGLangSetting) -> Capacity:

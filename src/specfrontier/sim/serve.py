@@ -18,24 +18,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import ipaddress
-import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from aiohttp import web
-
 from specfrontier.errors import ConfigError
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.http_face import FaceConfig, build_app, log
 from specfrontier.sim.profile import load_profile
+from specfrontier.sim.serving import is_loopback, serve_app
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 
 DEFAULT_PROFILE = "seed-qwen3.5-122b-a10b"
-SHUTDOWN_TIMEOUT_S = 1.0
 """How long a stopping server waits for open streams; short, because stalled streams never end."""
 
 
@@ -126,15 +121,6 @@ def _fork_child() -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _sglang_warnings(args: argparse.Namespace, resolved: ResolvedSetting) -> list[str]:
@@ -237,23 +223,15 @@ def make_config(args: argparse.Namespace) -> FaceConfig:
 
 async def serve(config: FaceConfig, host: str, port: int, bind_delay_s: float = 0.0) -> None:
     """Run the face until SIGTERM or SIGINT, then close it (open streams get SHUTDOWN_TIMEOUT_S)."""
-    runner = web.AppRunner(build_app(config), access_log=None)
-    await runner.setup()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if bind_delay_s > 0:
-        log(f"loading weights before binding the port ({bind_delay_s:g} s, --bind-delay)")
-        await asyncio.sleep(bind_delay_s)
-    try:
-        site = web.TCPSite(runner, host, port, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
-        await site.start()
-        log(f"Uvicorn running on http://{host}:{port} (simulated SGLang: a MODEL, time scale {config.time_scale})")
-        await stop.wait()
-    finally:
-        with contextlib.suppress(Exception):
-            await runner.cleanup()
+    await serve_app(
+        build_app(config),
+        host,
+        port,
+        delay_s=bind_delay_s,
+        delay_line=f"loading weights before binding the port ({bind_delay_s:g} s, --bind-delay)",
+        ready_line=f"Uvicorn running on http://{host}:{port} "
+        f"(simulated SGLang: a MODEL, time scale {config.time_scale})",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -261,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.fail_at_start:
         return _fail("RuntimeError: simulated start-up failure (--fail-at-start)")
-    if not _is_loopback(args.host) and not args.allow_remote:
+    if not is_loopback(args.host) and not args.allow_remote:
         return _fail(
             f"ValueError: host = {args.host!r}: not a loopback address; the simulator binds only 127.0.0.1/::1 "
             "unless --allow-remote is given; fix: use --host 127.0.0.1"
