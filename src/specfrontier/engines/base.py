@@ -43,6 +43,14 @@ class Capacity:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningNow:
+    """Requests the server is running and holding in its queue at one moment (live gauges)."""
+
+    running: int
+    waiting: int
+
+
+@dataclass(frozen=True, slots=True)
 class ParamNames:
     """How one engine's settings spell what the performance model, the cost order and imported tables
     need. Every registered engine's names are merged (`registry.vocabulary`), so a stored or imported
@@ -172,6 +180,11 @@ class EngineAdapter(ABC, Generic[SettingT]):
     def version(self) -> str:
         """A human-readable version string of the engine binary (for the environment record)."""
 
+    def environment(self) -> dict[str, str]:
+        """Environment variables the server needs on top of ours (none by default). Not stored with the
+        run (only the command is), so they must hold no secret the user did not put in a config."""
+        return {}
+
     @abstractmethod
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: SettingT) -> Capacity:
         """Read back the resolved capacity from the running server (never assumed from flags)."""
@@ -183,6 +196,12 @@ class EngineAdapter(ABC, Generic[SettingT]):
     @abstractmethod
     async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
         """Cumulative speculative counters now, or None if the server exposes none."""
+
+    @classmethod
+    async def running_now(cls, session: aiohttp.ClientSession, base_url: str) -> RunningNow | None:
+        """Requests running and waiting now, for engines whose running limit is not readable (None: the
+        engine reports no such gauges). Sampled under load to observe the effective limit."""
+        return None
 
     @classmethod
     @abstractmethod
@@ -277,6 +296,7 @@ __all__ = [
     "EngineOptions",
     "EngineSetting",
     "ParamNames",
+    "RunningNow",
     "ScheduleFormat",
     "SettingT",
     "get_json",

@@ -31,7 +31,7 @@ from specfrontier.engines.base import (
     ParamNames,
     get_json,
 )
-from specfrontier.engines.prometheus import counter, parse_metrics
+from specfrontier.engines.prometheus import parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
@@ -424,20 +424,7 @@ def spec_stats_from_timings(chunk: Mapping[str, Any]) -> RequestSpecStats | None
 
 def counters_from_metrics(text: str) -> SpecCounters | None:
     """The `llamacpp:spec_decode_*` counters of one /metrics response (None if absent: old build)."""
-    samples = parse_metrics(text, source="llama-server /metrics")
-    drafted = counter(samples, f"{_PREFIX}spec_decode_num_draft_tokens_total")
-    accepted = counter(samples, f"{_PREFIX}spec_decode_num_accepted_tokens_total")
-    steps = counter(samples, f"{_PREFIX}spec_decode_num_drafts_total")
-    if drafted is None or accepted is None or steps is None:
-        return None
-    per_position: dict[int, float] = {}
-    for sample in samples:
-        if sample.name == f"{_PREFIX}spec_decode_num_accepted_tokens_per_pos_total":
-            position = sample.label("position")
-            if position is not None and position.isdigit():
-                per_position[int(position)] = sample.value
-    positions = tuple(int(per_position.get(i, 0)) for i in range(max(per_position, default=-1) + 1))
-    return SpecCounters(int(drafted), int(accepted), int(steps), positions)
+    return spec_decode_counters(parse_metrics(text, source="llama-server /metrics"), _PREFIX)
 
 
 LLAMACPP_NAMES = ParamNames(

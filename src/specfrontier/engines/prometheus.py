@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 
 from specfrontier.errors import EngineResponseError
+from specfrontier.records import SpecCounters
 
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 # name, optional {label block} (a `}` inside a quoted value does not end it), value, optional ms timestamp
@@ -94,4 +95,24 @@ def counter(samples: list[Sample], name: str) -> float | None:
     return total
 
 
-__all__ = ["Sample", "counter", "parse_metrics"]
+def spec_decode_counters(samples: list[Sample], prefix: str) -> SpecCounters | None:
+    """The `<prefix>spec_decode_*` counter family, summed over label sets (engines, models): drafts
+    (verify steps), drafted and accepted tokens, accepted per position. vLLM defines it
+    (`vllm/v1/spec_decode/metrics.py`) and llama-server exposes the same names under `llamacpp:`.
+    None when the family is absent (speculation off on vLLM; an old llama-server)."""
+    drafted = counter(samples, f"{prefix}spec_decode_num_draft_tokens_total")
+    accepted = counter(samples, f"{prefix}spec_decode_num_accepted_tokens_total")
+    steps = counter(samples, f"{prefix}spec_decode_num_drafts_total")
+    if drafted is None or accepted is None or steps is None:
+        return None
+    per_position: dict[int, float] = {}
+    for sample in samples:
+        if sample.name == f"{prefix}spec_decode_num_accepted_tokens_per_pos_total":
+            position = sample.label("position")
+            if position is not None and position.isdigit():
+                per_position[int(position)] = per_position.get(int(position), 0.0) + sample.value
+    positions = tuple(int(per_position.get(i, 0)) for i in range(max(per_position, default=-1) + 1))
+    return SpecCounters(int(drafted), int(accepted), int(steps), positions)
+
+
+__all__ = ["Sample", "counter", "parse_metrics", "spec_decode_counters"]

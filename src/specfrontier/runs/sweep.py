@@ -61,6 +61,7 @@ from specfrontier.runs.cell import (
     require_evidence,
     to_server_time,
 )
+from specfrontier.runs.running import watch_running
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
@@ -272,15 +273,24 @@ class Sweep:
                 ) as client:
                     await self._first_request(run_id, setting, client)
                     top = max(self.config.concurrency)
-                    for wl in self.workloads:  # unmeasured: first-request costs, allocator and cache warm-up
-                        warm = await run_closed_loop(
-                            client,
-                            list(wl.prompts),
-                            wl.sampling,
-                            concurrency=top,
-                            num_requests=self.config.warmup_rounds * top,
+                    async with watch_running(self.adapter.running_now, session, base_url) as peak:
+                        for wl in self.workloads:  # unmeasured: first-request costs, allocator and cache warm-up
+                            warm = await run_closed_loop(
+                                client,
+                                list(wl.prompts),
+                                wl.sampling,
+                                concurrency=top,
+                                num_requests=self.config.warmup_rounds * top,
+                            )
+                            require_evidence(warm, f"warmup of {wl.key}")
+                    observed = peak.describe(capacity, top)
+                    if observed != capacity:
+                        self.store.update_setting(
+                            run_id,
+                            setting.name,
+                            capacity=observed.max_running_requests,
+                            capacity_source=observed.source,
                         )
-                        require_evidence(warm, f"warmup of {wl.key}")
                     for repeat, wl, level in todo:
                         await self._run_cell(run_id, setting, server, session, client, level, repeat, wl)
                         stored += 1
@@ -305,7 +315,8 @@ class Sweep:
             self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
             if self.events.on_setting_start:
                 self.events.on_setting_start(setting, argv)
-            server = ServerProcess(argv, log_path)
+            extra_env = self.adapter.environment()
+            server = ServerProcess(argv, log_path, env={**os.environ, **extra_env} if extra_env else None)
             base_url = f"http://127.0.0.1:{port}"
             try:
                 server.start()
