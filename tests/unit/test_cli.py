@@ -231,8 +231,8 @@ BASE = "settings:\n  - name: baseline\n"
 DRAFT = "  - name: draft\n    spec_type: draft-simple\n"
 BAD_CONFIGS = {
     "unknown engine": (
-        "engine:\n  name: vllm\n" + BASE,
-        ["engine.name = 'vllm'", "fix: use one of llamacpp, sglang, sim"],
+        "engine:\n  name: exllamav2\n" + BASE,
+        ["engine.name = 'exllamav2'", "fix: use one of llamacpp, sglang, sim, trtllm, vllm"],
     ),
     "concurrency 0": ("{engine}" + BASE + "concurrency: [0, 2]\n", ["concurrency[0] = 0", "fix: use a larger value"]),
     "unknown spec type": (

@@ -45,7 +45,7 @@ def test_missing_settings_means_the_default_settings() -> None:
 @pytest.mark.parametrize(
     ("data", "field", "fix"),
     [
-        ({"engine": {"name": "vllm"}}, "engine.name = 'vllm'", "fix: use one of"),
+        ({"engine": {"name": "exllamav2"}}, "engine.name = 'exllamav2'", "fix: use one of"),
         ({"concurrency": [0, 2]}, "concurrency[0] = 0", "fix: use a larger value"),
         ({"repeats": 0}, "repeats = 0", "fix: use a larger value"),
         ({"bogus_key": 1}, "bogus_key = 1", "fix: remove this key"),

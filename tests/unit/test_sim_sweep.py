@@ -132,7 +132,7 @@ def test_cli_runs_the_simulator_and_reports_json(
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["tune", "--engine", "vllm"], "--engine = 'vllm': unknown engine"),
+        (["tune", "--engine", "exllamav2"], "--engine = 'exllamav2': unknown engine"),
         (["tune", "--profile", "x"], "--profile = 'x' needs the simulator"),
         (["tune", "--engine", "sim", "--profile", "nope"], "nope"),
     ],
