@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -231,8 +230,7 @@ async def test_a_live_server_honours_the_contract(case: Case, case_spec: registr
     for setting in config.settings:
         port = free_port()
         argv = adapter.command(setting, port=port, max_concurrency=2)
-        env = adapter.environment()
-        server = ServerProcess(argv, tmp_path / f"{setting.name}.log", env={**os.environ, **env} if env else None)
+        server = ServerProcess(argv, tmp_path / f"{setting.name}.log", extra_env=adapter.environment())
         root = f"http://127.0.0.1:{port}"
         try:
             server.start()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 import aiohttp
 
 from specfrontier.config.common import _LaunchArgs
+from specfrontier.errors import EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
 SettingT = TypeVar("SettingT")
@@ -255,6 +256,15 @@ async def get_json(session: aiohttp.ClientSession, url: str) -> Any:
         return None
 
 
+async def get_text(session: aiohttp.ClientSession, url: str, what: str, hint: str = "") -> str:
+    """GET a text document a running server must offer (its `/metrics`): EngineResponseError naming
+    `what` for any answer but 200 (`hint`: what to check, e.g. a flag that enables the endpoint)."""
+    async with session.get(url) as resp:
+        if resp.status != 200:
+            raise EngineResponseError(f"{what}: status {resp.status}; expected 200{f' ({hint})' if hint else ''}")
+        return await resp.text()
+
+
 class ScheduleFormat(ABC):
     """How one engine reads a per-batch-size speculation schedule (`specfrontier schedule --engine NAME`):
     the file, the launch command that uses it, and the command of one static setting. The schedule is a
@@ -300,4 +310,5 @@ __all__ = [
     "ScheduleFormat",
     "SettingT",
     "get_json",
+    "get_text",
 ]

@@ -30,6 +30,7 @@ from specfrontier.engines.base import (
     EngineSetting,
     ParamNames,
     get_json,
+    get_text,
 )
 from specfrontier.engines.prometheus import parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register
@@ -377,12 +378,7 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
 
     @classmethod
     async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
-        async with session.get(f"{base_url}/metrics") as resp:
-            if resp.status != 200:
-                raise EngineResponseError(
-                    f"llama-server /metrics: status {resp.status}; expected 200 (is --metrics on?)"
-                )
-            text = await resp.text()
+        text = await get_text(session, f"{base_url}/metrics", "llama-server /metrics", "is --metrics on?")
         return counters_from_metrics(text)
 
     @classmethod

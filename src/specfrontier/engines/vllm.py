@@ -50,6 +50,7 @@ from specfrontier.engines.base import (
     RunningNow,
     ScheduleFormat,
     get_json,
+    get_text,
 )
 from specfrontier.engines.prometheus import Sample, counter, parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
@@ -431,18 +432,18 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         return float(self.engine.startup_timeout_s)
 
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: VllmSetting) -> Capacity:
-        text = await _get_text(session, f"{base_url}/metrics")
+        text = await get_text(session, f"{base_url}/metrics", "vLLM /metrics")
         models = await get_json(session, f"{base_url}/v1/models")
         return capacity_from_metrics(text, models, self._launched_seqs.get(setting.name, setting.max_num_seqs))
 
     @classmethod
     async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
-        return counters_from_metrics(await _get_text(session, f"{base_url}/metrics"))
+        return counters_from_metrics(await get_text(session, f"{base_url}/metrics", "vLLM /metrics"))
 
     @classmethod
     async def running_now(cls, session: aiohttp.ClientSession, base_url: str) -> RunningNow | None:
         """`vllm:num_requests_running` and `_waiting` now (summed over engines)."""
-        samples = parse_metrics(await _get_text(session, f"{base_url}/metrics"), source="vLLM /metrics")
+        samples = parse_metrics(await get_text(session, f"{base_url}/metrics", "vLLM /metrics"), source="vLLM /metrics")
         running = counter(samples, f"{_PREFIX}num_requests_running")
         waiting = counter(samples, f"{_PREFIX}num_requests_waiting")
         if running is None or waiting is None:
@@ -461,7 +462,7 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         if not isinstance(version, Mapping) or not isinstance(version.get("version"), str):
             return None
         try:
-            text = await _get_text(session, f"{root}/metrics")
+            text = await get_text(session, f"{root}/metrics", "vLLM /metrics")
         except (EngineResponseError, aiohttp.ClientError, OSError, TimeoutError):
             return None
         if f"{_PREFIX}num_requests_running" not in text:
@@ -472,13 +473,6 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         except EngineResponseError as exc:
             return Detected(None, f"unknown ({exc})", f"vllm {version['version']}")
         return Detected(capacity, capacity.source, f"vllm {version['version']}")
-
-
-async def _get_text(session: aiohttp.ClientSession, url: str) -> str:
-    async with session.get(url) as resp:
-        if resp.status != 200:
-            raise EngineResponseError(f"vLLM {url.rsplit('/', 1)[-1]}: status {resp.status}; expected 200")
-        return await resp.text()
 
 
 def _label_number(sample: Sample, key: str) -> float | None:

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
@@ -33,7 +33,7 @@ import aiohttp
 
 from specfrontier.errors import EngineStartError, EngineTimeout, PortTakenError
 from specfrontier.process.port_owner import port_ownership
-from specfrontier.process.watchdog import group_alive
+from specfrontier.process.watchdog import group_alive, wait_group_gone
 from specfrontier.units import ns_to_s
 
 _PR_SET_PDEATHSIG = 1
@@ -93,10 +93,12 @@ def tail_of(path: Path, lines: int = 25) -> str:
 class ServerProcess:
     """One server process group: start, wait until healthy, stop. Usable as a context manager."""
 
-    def __init__(self, argv: Sequence[str], log_path: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, argv: Sequence[str], log_path: Path, *, extra_env: Mapping[str, str] | None = None) -> None:
+        """`extra_env`: variables the server needs on top of this process's environment (an adapter's
+        `environment()`); the rest is inherited."""
         self.argv = list(argv)
         self.log_path = log_path
-        self._env = env
+        self._env = {**os.environ, **extra_env} if extra_env else None
         self._proc: subprocess.Popen[bytes] | None = None
         self._started_ns = 0
         self._guard: subprocess.Popen[bytes] | None = None
@@ -199,13 +201,13 @@ class ServerProcess:
         deadline = time.monotonic() + grace_s
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace_s)
-        _wait_group_gone(proc.pid, deadline)  # the children too (vLLM's engine core shuts down after its API server)
+        wait_group_gone(proc.pid, deadline)  # the children too (vLLM's engine core shuts down after its API server)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         # Children killed here are reaped by init, not by us: until then they still count as members of the
         # group. Wait for that (bounded), so "stopped" means no process of the group is left.
-        _wait_group_gone(proc.pid, time.monotonic() + REAP_WAIT_S)
+        wait_group_gone(proc.pid, time.monotonic() + REAP_WAIT_S)
         self._proc = None
         self._release_guard()
 
@@ -234,12 +236,6 @@ class ServerProcess:
 
 REAP_WAIT_S = 10.0
 """Longest wait for init to reap a stopped server's killed children (they hold no port or memory by then)."""
-
-
-def _wait_group_gone(pgid: int, deadline: float) -> None:
-    """Poll until no process of the group is left or the deadline passes."""
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 def _start_guard() -> subprocess.Popen[bytes]:

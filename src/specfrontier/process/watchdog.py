@@ -40,13 +40,17 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+def wait_group_gone(pgid: int, deadline: float) -> None:
+    """Poll until no process of the group is left or `deadline` (time.monotonic) passes."""
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def stop_group(pgid: int, grace_s: float = GRACE_S) -> None:
     """SIGTERM the group, wait up to `grace_s` for it to go, then SIGKILL whatever is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and group_alive(pgid):
-        time.sleep(0.05)
+    wait_group_gone(pgid, time.monotonic() + grace_s)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 

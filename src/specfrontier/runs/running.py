@@ -67,7 +67,7 @@ async def watch_running(
             try:
                 now = await read(session, base_url)
             except (EngineResponseError, aiohttp.ClientError, OSError, TimeoutError):
-                now = None  # a missed sample is no observation; the warm-up itself reports real failures
+                # a missed sample is no observation; the warm-up itself reports real failures
                 await asyncio.sleep(SAMPLE_EVERY_S)
                 continue
             if now is None:

@@ -315,8 +315,7 @@ class Sweep:
             self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
             if self.events.on_setting_start:
                 self.events.on_setting_start(setting, argv)
-            extra_env = self.adapter.environment()
-            server = ServerProcess(argv, log_path, env={**os.environ, **extra_env} if extra_env else None)
+            server = ServerProcess(argv, log_path, extra_env=self.adapter.environment())
             base_url = f"http://127.0.0.1:{port}"
             try:
                 server.start()
