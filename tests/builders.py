@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specfrontier.records import RequestRecord
 
 MS = 1_000_000  # ns per ms
@@ -19,6 +21,35 @@ def record_ms(
         completion_tokens=tokens,
         error=error,
     )
+
+
+def closed_loop_ms(
+    concurrency: int, rounds: int, length_ms: int, tokens: int, first_ms: int = 50
+) -> list[RequestRecord]:
+    """Records of an ideal closed loop: `rounds` rounds of `concurrency` requests, each `length_ms` long and
+    replaced the instant it ends (its first token `first_ms` after the send)."""
+    return [
+        record_ms(r * length_ms, r * length_ms + first_ms, (r + 1) * length_ms, tokens)
+        for r in range(rounds)
+        for _ in range(concurrency)
+    ]
+
+
+def back_to_back(one_round: list[RequestRecord], rounds: int = 6) -> list[RequestRecord]:
+    """A round of requests (all sent at 0 and ended together) repeated back to back `rounds` times, so a
+    closed-loop cell of them has a steady state (after the first round) whose rates are the round's."""
+    length = max(r.end_ns for r in one_round)
+
+    def shifted(r: RequestRecord, by: int) -> RequestRecord:
+        return replace(
+            r,
+            send_ns=r.send_ns + by,
+            end_ns=r.end_ns + by,
+            first_token_ns=None if r.first_token_ns is None else r.first_token_ns + by,
+            chunk_ns=tuple(t + by for t in r.chunk_ns),
+        )
+
+    return [shifted(r, k * length) for k in range(rounds) for r in one_round]
 
 
 def chmod_binds() -> bool:

@@ -20,13 +20,20 @@ SETTINGS = {"baseline": 1.0, HOSTILE_SETTING: 1.6, "draft-4": 2.2}
 LEVELS = (1, 2, 4)
 
 
+ROUNDS = 6
+"""Rounds of C requests per cell, each request replaced the instant it ends (a closed loop): the first
+round is the ramp, the other five give the cell a steady state of five request lifetimes."""
+
+
 def _requests(c: int, per_user_tok_s: float, repeat: int) -> list[RequestRecord]:
-    """3 x C requests over about three seconds; each decodes 32 tokens at `per_user_tok_s`."""
+    """ROUNDS x C requests back to back; each decodes 32 tokens at `per_user_tok_s`."""
     out = []
-    for k in range(3 * c):
-        send = (k // c) * 1000 + repeat * 3
-        first = send + 40 + 10 * c
-        end = first + round(31 / per_user_tok_s * 1000)
+    ttft = 40 + 10 * c
+    length = ttft + round(31 / per_user_tok_s * 1000)
+    for k in range(ROUNDS * c):
+        send = (k // c) * length + repeat * 3
+        first = send + ttft
+        end = send + length
         out.append(
             RequestRecord(
                 prompt_id=f"p{k}",

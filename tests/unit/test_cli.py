@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import back_to_back
 from builders import record_ms as _record
 from specfrontier.analysis import load_run
 from specfrontier.cli import main
@@ -62,7 +63,7 @@ def stored(tmp_path: Path) -> tuple[Path, str]:
         for c in (1, 2):
             for rep in range(3):
                 tokens = 40 * (pos + 1) + rep  # ngram about twice the baseline's tok/s
-                requests = [_record(0, 50, 1000, tokens) for _ in range(c)]
+                requests = back_to_back([_record(0, 50, 1000, tokens) for _ in range(c)])
                 store.record_cell(
                     run_id,
                     setting_id=name,

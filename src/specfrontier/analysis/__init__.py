@@ -9,9 +9,21 @@ from specfrontier.analysis.decisions import (
     recommend,
     speedup,
 )
-from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData, load_run, summarise_cells
+from specfrontier.analysis.summary import (
+    MIN_STEADY_CONCURRENCY,
+    MIN_STEADY_LIFETIMES,
+    MIN_STEADY_S,
+    CellSummary,
+    OverRepeats,
+    RunData,
+    load_run,
+    summarise_cells,
+)
 
 __all__ = [
+    "MIN_STEADY_CONCURRENCY",
+    "MIN_STEADY_LIFETIMES",
+    "MIN_STEADY_S",
     "Best",
     "CellSummary",
     "Crossover",

@@ -83,8 +83,9 @@ def compare_runs(a: RunData, b: RunData) -> Comparison:
         length_a, rate_a = _pooled(a, name)
         length_b, rate_b = _pooled(b, name)
         acceptance.append(AcceptanceDelta(name, length_a, length_b, rate_a, rate_b))
-    best_a = {x.concurrency: x.setting for x in recommended_per_concurrency(a)}
-    best_b = {x.concurrency: x.setting for x in recommended_per_concurrency(b)}
+    # What each run recommends: from its complete, safe evidence, as `recommend` draws it.
+    best_a = {x.concurrency: x.setting for x in recommended_per_concurrency(a.recommendable())}
+    best_b = {x.concurrency: x.setting for x in recommended_per_concurrency(b.recommendable())}
     recs = tuple(RecommendationDelta(c, best_a[c], best_b[c]) for c in levels if c in best_a and c in best_b)
     return Comparison(a, b, tuple(cells), tuple(acceptance), recs)
 

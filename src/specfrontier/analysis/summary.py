@@ -29,6 +29,14 @@ from specfrontier.store import CellRow, RunRow, SettingRow, Store
 
 NOISY_SPREAD = NOISY_RELATIVE_MAD
 """A cell whose relative MAD (MAD / median over repeats) of aggregate tok/s exceeds this is flagged noisy."""
+MIN_STEADY_S = 1.0
+"""C > 1: a steady span shorter than this (seconds, server time) is too short to give a rate."""
+MIN_STEADY_CONCURRENCY = 0.95
+"""Inside the steady span at least this share of C must be in flight on average."""
+MIN_STEADY_LIFETIMES = 4.0
+"""C > 1: the steady span must cover this many request lifetimes (median E2E): its edges cut requests in
+progress, and on the CPU llama.cpp server the steady rate was within 2% of a 60-second cell's from 4 on
+(`metrics.steady`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +170,14 @@ class CellSummary:
     acceptance_length_request_weighted: OverRepeats = _NO_FIGURE
     goodput: GoodputSummary | None = None
     """Under the report's SLOs (`--slo`); None when none were given."""
+    window_tok_s: OverRepeats = _NO_FIGURE
+    """Output tok/s over the whole window, ramp and drain included (the aggregate before the steady span)."""
+    steady_tok_s: OverRepeats = _NO_FIGURE
+    """Closed loop: output tok/s over the steady span, ramp and drain excluded (`metrics.steady`)."""
+    steady_concurrency: OverRepeats = _NO_FIGURE
+    """Closed loop: mean requests in flight inside the steady span."""
+    steady_s: OverRepeats = _NO_FIGURE
+    """Closed loop: length of the steady span (s)."""
 
     def figure(self, name: str) -> OverRepeats:
         """The figure over repeats of a declared metric (`metric_specs`), by name."""
@@ -190,6 +206,29 @@ class CellSummary:
         """Aggregate tok/s relative MAD over repeats above 10% (docs/metrics.md)."""
         rel = self.aggregate_tok_s.relative_mad
         return rel is not None and rel > NOISY_RELATIVE_MAD
+
+    @property
+    def min_steady_s(self) -> float:
+        """The shortest steady span this cell's rate is trusted from: C > 1, MIN_STEADY_S and
+        MIN_STEADY_LIFETIMES request lifetimes (median E2E). C = 1: 0, the span is the whole window,
+        with no ramp or drain for its edges to cut."""
+        if self.concurrency <= 1:
+            return 0.0
+        e2e_ms = self.e2e_p50_ms.median
+        return max(MIN_STEADY_S, MIN_STEADY_LIFETIMES * (e2e_ms or 0.0) / 1000.0)
+
+    @property
+    def steady_too_short(self) -> bool:
+        """Closed loop: the cell had no steady state worth the name: no span with C in flight after the
+        ramp, one shorter than `min_steady_s`, or fewer than MIN_STEADY_CONCURRENCY x C in flight inside it
+        (the rates then describe a lower concurrency than the cell's label). Open-loop cells are never
+        flagged here."""
+        if self.request_rate is not None:
+            return False
+        span, inside = self.steady_s.median, self.steady_concurrency.median
+        if span is None or inside is None:
+            return True
+        return span < self.min_steady_s or inside < MIN_STEADY_CONCURRENCY * self.concurrency
 
     @property
     def client_saturated(self) -> bool:
@@ -252,16 +291,22 @@ class RunData:
         want = self.expected_repeats
         return [c for c in self.cells if c.repeats < want]
 
+    def is_evidence(self, cell: CellSummary) -> bool:
+        """Whether a cell may decide anything: all its repeats stored, its setting's server did not fail, and
+        (closed loop) it had a steady state to measure (`CellSummary.steady_too_short`)."""
+        return (
+            cell.repeats >= self.expected_repeats
+            and cell.setting not in self.failed_settings
+            and not cell.steady_too_short
+        )
+
     def complete_evidence(self) -> RunData:
         """The run without partial evidence: no cell missing repeats, no cell of a setting whose server failed
-        (it crashed or stalled: whatever it measured before is not a setting to deploy). What the best
+        (it crashed or stalled: whatever it measured before is not a setting to deploy), no closed-loop cell
+        without a steady state (its rates describe a lower concurrency than its label). What the best
         setting per level, the crossovers and the recommendations are drawn from; the tables show all."""
-        short = {(c.setting, c.workload, c.level) for c in self.incomplete_cells()}
-        failed = self.failed_settings
-        if not short and not failed:
-            return self
-        kept = tuple(c for c in self.cells if c.setting not in failed and (c.setting, c.workload, c.level) not in short)
-        return replace(self, cells=kept)
+        kept = tuple(c for c in self.cells if self.is_evidence(c))
+        return self if len(kept) == len(self.cells) else replace(self, cells=kept)
 
     def recommendable(self) -> RunData:
         """Complete evidence without unsafe settings' cells (unless the config allows them): what
@@ -391,6 +436,19 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = (
     )
 
 
+def _row_metrics(row: CellRow) -> CellMetrics:
+    """One stored repeat's figures. Closed loop: with its steady span (`metrics.steady`). Open loop: the
+    aggregate is the rate over the measured part of the schedule, every sent request's tokens counted
+    (`load.open_loop.measured_span_rate`, stored in the cell's load facts), where the cell has one."""
+    if row.request_rate is None:
+        return cell_metrics(row.requests, row.concurrency)
+    metrics = cell_metrics(row.requests)
+    span_rate = (row.load or {}).get("measured_span_tok_s")
+    if isinstance(span_rate, int | float) and not isinstance(span_rate, bool):
+        return replace(metrics, aggregate_tok_s=float(span_rate))
+    return metrics
+
+
 def summarise_cells(rows: Sequence[CellRow], slos: Sequence[Slo] = ()) -> list[CellSummary]:
     """Group stored repeats by (setting, workload, concurrency, rate) and summarise each group (with
     goodput under `slos` when given)."""
@@ -398,7 +456,7 @@ def summarise_cells(rows: Sequence[CellRow], slos: Sequence[Slo] = ()) -> list[C
     for row in rows:
         if row.requests:
             key = (row.setting_id, row.workload, row.concurrency, row.request_rate or 0.0)
-            groups[key].append((row, cell_metrics(row.requests)))
+            groups[key].append((row, _row_metrics(row)))
     return [_summarise(sorted(g, key=lambda x: x[0].repeat), slos) for _, g in sorted(groups.items())]
 
 

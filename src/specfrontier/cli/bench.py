@@ -94,6 +94,10 @@ def bench(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Output cap per request.")] = 48,
     repeats: Annotated[int, typer.Option("--repeats", help="Measurements of every cell.")] = 3,
     rounds: Annotated[int, typer.Option("--rounds", help="Closed loop: requests per cell >= rounds x C.")] = 2,
+    cell_duration: Annotated[
+        float | None,
+        typer.Option("--cell-duration", help="Closed loop: keep sending whole passes until this many seconds."),
+    ] = None,
     store: StoreOption = Path("specfrontier.db"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
     client_workers: Annotated[
@@ -114,7 +118,8 @@ def bench(
     options = BenchOptions(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
-        rounds_per_cell=rounds, store=store, client_workers=parse_client_workers(client_workers),
+        rounds_per_cell=rounds, cell_duration_s=cell_duration, store=store,
+        client_workers=parse_client_workers(client_workers),
         keep_alive=keep_alive,
     )  # fmt: skip
     run_bench(options, console, err, None if quiet else _events(False).on_cell_done)

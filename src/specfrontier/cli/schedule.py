@@ -79,6 +79,7 @@ def run_schedule(
         check_output_path(output, "-o", example=f"{engine}-schedule.json")
     simulated = " (SIMULATED: model predictions, not measurements)" if data.run.environment.get("simulated") else ""
     console.print(f"[bold]Schedule for {engine}[/bold] from run {data.run.run_id}{simulated}")
+    data = data.complete_evidence()  # partial evidence and cells without a steady state choose nothing
     schedule = depth_schedule(data)
     _print_schedule(schedule, data, console)
     model, draft = _paths(data)

@@ -152,6 +152,14 @@ class TuneBase(_Strict):
         le=1000,
         description="Requests per cell: at least rounds x concurrency, rounded up to whole passes over the prompts.",
     )
+    cell_duration_s: float | None = Field(
+        None,
+        gt=0,
+        le=86400,
+        description="Closed loop: keep each cell sending whole passes over the prompts until this many seconds "
+        "(server time) have passed, so high concurrencies get a steady state of that length (unset: the "
+        "request count alone bounds a cell).",
+    )
     warmup_rounds: int = Field(
         1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
     )

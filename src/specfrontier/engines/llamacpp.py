@@ -172,9 +172,15 @@ def default_settings() -> tuple[LlamaCppSetting, ...]:
     )
 
 
+DEFAULT_CELL_DURATION_S = 25.0
+"""Each default cell sends for 25 s: a C = 4 request lives 2.5-2.8 s on 2 cores and the first 4 (the
+ramp) take up to ~9 s to be replaced, so the steady span still covers the 4 request lifetimes a steady
+rate needs (`metrics.steady`); at 15 s and at 20 s one cell in nine fell short."""
+
+
 def default_config() -> LlamaCppTuneConfig:
     """The config `specfrontier tune` runs with no --config: SmolLM2-135M on llama.cpp, C = 1, 2, 4."""
-    return LlamaCppTuneConfig(settings=default_settings())
+    return LlamaCppTuneConfig(settings=default_settings(), cell_duration_s=DEFAULT_CELL_DURATION_S)
 
 
 # Logical parameter -> spellings, newest first. The first one the installed binary knows is used.

@@ -91,7 +91,7 @@ def seed_sim_config() -> SimTuneConfig:
         settings=default_settings(),
         concurrency=(1, 4, 16, 32, 64),
         repeats=3,
-        rounds_per_cell=4,
+        rounds_per_cell=7,  # the first round is the ramp; 6 more give the steady span its 4 request lifetimes
         workload=WorkloadConfig(prompts="builtin:cpu-mix", max_tokens=512, temperature=0.0, ignore_eos=True),
     )
 

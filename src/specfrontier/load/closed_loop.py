@@ -9,6 +9,7 @@ then call it again for the measured window.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 
 from specfrontier.load.client import StreamingClient, stall_guard
@@ -26,6 +27,17 @@ def check_pool(client: StreamingClient, streams: int) -> None:
         )
 
 
+def more_to_send(index: int, num_requests: int, pass_size: int, deadline: float | None) -> bool:
+    """Whether request `index` is sent: always below `num_requests`; past it only while `deadline`
+    (time.monotonic, the same clock in every process) has not come, and then up to the end of the pass
+    over the prompts it started, so every prompt is sent equally often."""
+    if index < num_requests:
+        return True
+    if deadline is None:
+        return False
+    return index % pass_size != 0 or time.monotonic() < deadline
+
+
 async def run_closed_loop(
     client: StreamingClient,
     prompts: Sequence[Prompt],
@@ -33,13 +45,17 @@ async def run_closed_loop(
     *,
     concurrency: int,
     num_requests: int,
+    min_duration_s: float | None = None,
 ) -> list[RequestRecord]:
     """Send `num_requests` requests with `concurrency` workers; return the records in send order.
 
     Request i uses `prompts[i % len(prompts)]`. A worker takes the next index the moment its previous
     request ends, so exactly `concurrency` requests are in flight until the last one has been sent,
-    after which the remaining ones drain. `client.send` never raises for server-side failures; if it
-    raises anyway (a bug), the other workers are cancelled and the exception propagates.
+    after which the remaining ones drain. With `min_duration_s`, sending goes on in whole passes over the
+    prompts until that much time has passed since the first send (`more_to_send`), so a cell at high
+    concurrency gets a steady state of that length without a huge request count. `client.send` never
+    raises for server-side failures; if it raises anyway (a bug), the other workers are cancelled and
+    the exception propagates.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -48,12 +64,13 @@ async def run_closed_loop(
     if not prompts:
         raise ValueError("prompts must not be empty")
     check_pool(client, min(concurrency, num_requests))
-    records: list[RequestRecord | None] = [None] * num_requests
+    records: dict[int, RequestRecord] = {}
     next_index = 0
+    deadline = time.monotonic() + min_duration_s if min_duration_s else None
 
     async def worker() -> None:
         nonlocal next_index
-        while next_index < num_requests:
+        while more_to_send(next_index, num_requests, len(prompts), deadline):
             # No await between reading and bumping the index: workers share it without a lock.
             index = next_index
             next_index += 1
@@ -68,9 +85,8 @@ async def run_closed_loop(
         async with asyncio.TaskGroup() as group:
             for _ in range(min(concurrency, num_requests)):
                 group.create_task(worker())
-    done = [record for record in records if record is not None]
-    assert len(done) == num_requests, "every index is taken by exactly one worker"
-    return done
+    assert sorted(records) == list(range(next_index)), "every index is taken by exactly one worker"
+    return [records[i] for i in range(next_index)]
 
 
-__all__ = ["check_pool", "run_closed_loop"]
+__all__ = ["check_pool", "more_to_send", "run_closed_loop"]

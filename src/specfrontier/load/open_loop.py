@@ -13,6 +13,11 @@ configured duration, or the last offset when a request count is given). Requests
 first `warmup_s` or in the last `cooldown_s` of the span are sent (they load the server like any other)
 but left out of the measurement: warmup lets the server reach its steady batch, cooldown drops the
 tail where arrivals stop and the batch drains. `measured_indices` applies that rule.
+
+The cell's rate (`measured_span_rate`): every token the server produced, for any request sent (warm-up
+and cool-down ones too), between the first and the last measured request's scheduled send, divided by
+that span. The measured requests' own window (first send to last end) would end with their drain, when
+arrivals have stopped counting; this span is the load the cell is labelled with.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from specfrontier.load.client import StreamingClient, stall_guard
+from specfrontier.metrics.steady import tokens_inside
 from specfrontier.records import Prompt, RequestRecord, Sampling
 from specfrontier.units import ns_to_ms, ns_to_s, s_to_ns
 
@@ -262,6 +268,16 @@ def plan_schedule(
     return offsets, span, chosen
 
 
+def measured_span_rate(result: OpenLoopResult, chosen: Sequence[int]) -> tuple[float, float] | None:
+    """(output tok/s, span s) over the measured part of the schedule (module docstring); None when it has
+    no length (one measured request)."""
+    start, end = result.scheduled_ns[chosen[0]], result.scheduled_ns[chosen[-1]]
+    if end <= start:
+        return None
+    tokens = sum(tokens_inside(r, start, end) for r in result.records if r.ok)
+    return tokens / ns_to_s(end - start), ns_to_s(end - start)
+
+
 def schedule_facts(
     result: OpenLoopResult,
     offsets: Sequence[float],
@@ -277,6 +293,7 @@ def schedule_facts(
 ) -> dict[str, Any]:
     """What was asked of one open-loop cell and how the schedule was kept (stored with the cell)."""
     lags = np.asarray(result.send_lag_ms())
+    span_rate = measured_span_rate(result, chosen)
     return {
         "target_rate": rate,
         "burstiness": burstiness,
@@ -292,6 +309,8 @@ def schedule_facts(
         "cap_waits": result.cap_waits,
         "send_lag_p50_ms": float(np.percentile(lags, 50)),
         "send_lag_p99_ms": float(np.percentile(lags, 99)),
+        "measured_span_tok_s": None if span_rate is None else span_rate[0],
+        "measured_span_s": None if span_rate is None else span_rate[1],
     }
 
 
@@ -301,6 +320,7 @@ __all__ = [
     "measure_open_loop",
     "measure_schedule",
     "measured_indices",
+    "measured_span_rate",
     "plan_schedule",
     "run_open_loop",
     "schedule_facts",

@@ -43,7 +43,7 @@ from typing import Any, Literal, TypeVar
 
 from specfrontier.errors import EngineStalled
 from specfrontier.load.client import StreamingClient, stall_guard
-from specfrontier.load.closed_loop import run_closed_loop
+from specfrontier.load.closed_loop import more_to_send, run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
 from specfrontier.load.open_loop import OpenLoopResult, measure_schedule
 from specfrontier.load.open_loop import measure_open_loop as measure_open_loop_in_process
@@ -143,6 +143,8 @@ class _ClosedJob:
     sampling: Sampling
     streams: int
     num_requests: int
+    deadline: float | None = None
+    """time.monotonic() until which sending goes on past num_requests (`closed_loop.more_to_send`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +202,7 @@ async def _run_closed_job(
         while True:
             with counter.get_lock():  # held for microseconds: taking an index never waits on the network
                 index = int(counter.value)
-                if index >= job.num_requests:
+                if not more_to_send(index, job.num_requests, len(job.prompts), job.deadline):
                     return
                 counter.value = index + 1
             out.append((index, await client.send(job.prompts[index % len(job.prompts)], job.sampling)))
@@ -364,26 +366,32 @@ async def measure_closed_loop(
     concurrency: int,
     num_requests: int,
     workers: int = 1,
+    min_duration_s: float | None = None,
 ) -> tuple[list[RequestRecord], ClientHealth]:
     """One closed-loop window with its client health: in this process (`workers` 1) or split over
-    `workers` processes (C streams split evenly; records in request order, as from one process)."""
+    `workers` processes (C streams split evenly; records in request order, as from one process).
+    `min_duration_s`: keep sending whole passes until that long after the start (`run_closed_loop`)."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     workers = min(workers, max(1, min(concurrency, num_requests)))
     if workers == 1:
-        return await monitored(
-            client, run_closed_loop(client, prompts, sampling, concurrency=concurrency, num_requests=num_requests)
+        load = run_closed_loop(
+            client, prompts, sampling, concurrency=concurrency, num_requests=num_requests, min_duration_s=min_duration_s
         )
+        return await monitored(client, load)
     if concurrency < 1 or not prompts:
         raise ValueError("concurrency must be >= 1 and prompts must not be empty")
     spec = ClientSpec.of(client)  # each worker builds its own session, without a pool cap
     shares = split_evenly(concurrency, workers)
 
     def jobs() -> list[_ClosedJob]:
-        return [_ClosedJob(tuple(prompts), sampling, share, num_requests) for share in shares]
+        # Built when the workers are ready to start, so the deadline counts from the first send.
+        deadline = time.monotonic() + min_duration_s if min_duration_s else None
+        return [_ClosedJob(tuple(prompts), sampling, share, num_requests, deadline) for share in shares]
 
     results = await asyncio.to_thread(_run_in_workers, spec, workers, jobs)
-    return _merge(results, num_requests), ClientHealth.of([r.health for r in results])
+    sent = sum(len(r.records) for r in results)
+    return _merge(results, max(sent, num_requests)), ClientHealth.of([r.health for r in results])
 
 
 async def measure_open_loop(

@@ -112,7 +112,8 @@ CELL_METRICS: tuple[MetricSpec, ...] = (
         spread=1,
         grid=Grid(
             "Aggregate tok/s",
-            "aggregate tok/s = sum of server-reported completion tokens / window (first send to last end).",
+            "aggregate tok/s = output tokens / time: closed loop, over the steady span (C in flight; ramp and "
+            "drain excluded; window_tok_s has the whole window); open loop, over the measured window.",
         ),
     ),
     MetricSpec(
@@ -145,6 +146,27 @@ CELL_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("tpot_p90_ms", "ms", "Median over repeats of p90 TPOT (ms).", html_latency="TPOT p90"),
     MetricSpec(
         "achieved_concurrency", "requests", "Median over repeats of mean requests in flight.", section="headline"
+    ),
+    MetricSpec(
+        "window_tok_s",
+        "tok/s",
+        "Median over repeats of output tok/s over the whole window (first send to last end, ramp and drain included).",
+        section="headline",
+    ),
+    MetricSpec(
+        "steady_tok_s",
+        "tok/s",
+        "Closed loop: median over repeats of output tok/s over the steady span (C in flight; ramp and drain excluded).",
+        section="headline",
+    ),
+    MetricSpec(
+        "steady_concurrency",
+        "requests",
+        "Closed loop: median over repeats of mean requests in flight inside the steady span.",
+        section="headline",
+    ),
+    MetricSpec(
+        "steady_s", "s", "Closed loop: median over repeats of the steady span's length (s).", section="headline"
     ),
     MetricSpec("requests", "requests", "Requests over all repeats.", over_repeats="sum", section="counts"),
     MetricSpec("errors", "requests", "Failed requests over all repeats.", over_repeats="sum", section="counts"),

@@ -7,7 +7,9 @@ reference, section 4). All times are client-side `perf_counter_ns` stamps, taken
 - `requests` = all records; `errors` = records with `error`; `ok_requests` = the rest;
   `error_rate` = errors / requests.
 - `output_tokens` = sum of server-reported `completion_tokens` over ok requests (never chunk counts).
-- `aggregate_tok_s` = output_tokens / window_s.
+- `aggregate_tok_s` = output_tokens / window_s; for a closed-loop cell (`concurrency` given) with a steady
+  state, the steady-state rate instead (`metrics.steady`: ramp and drain excluded), with the whole-window
+  figure kept as `window_tok_s`.
 - Per ok request: TTFT = first_token_ns - send_ns; E2E = end_ns - send_ns;
   TPOT = (E2E - TTFT) / (completion_tokens - 1); per-request tok/s = (completion_tokens - 1) / (E2E - TTFT)
   = 1 / TPOT. Requests with fewer than 2 tokens, or with TTFT == E2E, have no TPOT and are left out of
@@ -57,6 +59,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specfrontier.metrics.chunks import chunk_token_counts
+from specfrontier.metrics.steady import steady_state
 from specfrontier.records import RequestRecord
 from specfrontier.units import NS_PER_MS, ns_to_ms, ns_to_s
 
@@ -106,6 +110,16 @@ class CellMetrics:
     request_acceptance_rate_request_weighted: float | None = None
     acceptance_length_token_weighted: float | None = None
     acceptance_length_request_weighted: float | None = None
+    window_tok_s: float | None = None
+    """output_tokens / window_s, ramp and drain included (the aggregate of an open-loop cell, and of a
+    closed-loop cell without a steady state; shown beside the steady figure otherwise)."""
+    steady_s: float | None = None
+    """Closed loop: length of the steady span, C requests in flight (`metrics.steady`); None: no C given
+    (open loop) or C never reached."""
+    steady_tok_s: float | None = None
+    """Output tokens produced inside the steady span / its length (ramp and drain excluded)."""
+    steady_concurrency: float | None = None
+    """Mean requests in flight inside the steady span."""
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -141,26 +155,6 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: fl
     return float(value_array[order][min(index, len(order) - 1)])
 
 
-def chunk_token_counts(r: RequestRecord) -> tuple[tuple[float, ...], bool]:
-    """Tokens carried by each content chunk of an ok request, and whether the split was estimated.
-
-    Server-reported per-chunk counts win; else one token per chunk when chunks == completion_tokens;
-    else the first chunk is taken as 1 token and the rest share completion_tokens - 1 evenly.
-    """
-    n = len(r.chunk_ns)
-    if n == 0:
-        return (), False
-    if r.chunk_tokens is not None and len(r.chunk_tokens) == n:
-        return tuple(float(k) for k in r.chunk_tokens), False
-    tokens = r.completion_tokens or 0
-    if tokens == n:
-        return (1.0,) * n, False
-    if n == 1:
-        return (float(tokens),), True
-    rest = max(tokens - 1, 0) / (n - 1)
-    return (1.0, *([rest] * (n - 1))), True
-
-
 def token_itl(r: RequestRecord) -> tuple[list[float], list[float], bool]:
     """(per-token ITL values in ms, their token weights, estimated?) of one ok request.
 
@@ -191,8 +185,9 @@ def peak_concurrency(records: Sequence[RequestRecord]) -> int:
     return peak
 
 
-def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
-    """Compute a cell's figures from all its records (errors included); raises on an empty list."""
+def cell_metrics(records: Sequence[RequestRecord], concurrency: int | None = None) -> CellMetrics:
+    """Compute a cell's figures from all its records (errors included); raises on an empty list. With the
+    closed loop's `concurrency`, also the steady-state figures (`metrics.steady`)."""
     if not records:
         raise ValueError("cell_metrics needs at least one record")
     for r in records:
@@ -259,6 +254,7 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
     )
     length_request = [1.0 + s.accepted_tokens / (s.verify_steps or 1) for s in with_steps]
 
+    steady = _steady_figures(records, concurrency)
     return CellMetrics(
         window_s=window_s,
         requests=requests,
@@ -266,7 +262,8 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
         ok_requests=len(ok),
         error_rate=errors / requests,
         output_tokens=output_tokens,
-        aggregate_tok_s=_ratio(output_tokens, window_s),
+        aggregate_tok_s=steady.pop("aggregate_tok_s", _ratio(output_tokens, window_s)),
+        window_tok_s=_ratio(output_tokens, window_s),
         per_request_tok_s_p50=_percentile(tok_s, 50),
         per_request_tok_s_p10=_percentile(tok_s, 10),
         ttft_p50_ms=_percentile(ttft_ms, 50),
@@ -303,7 +300,18 @@ def cell_metrics(records: Sequence[RequestRecord]) -> CellMetrics:
         ),
         acceptance_length_token_weighted=length_token,
         acceptance_length_request_weighted=sum(length_request) / len(length_request) if length_request else None,
+        **steady,
     )
+
+
+def _steady_figures(records: Sequence[RequestRecord], concurrency: int | None) -> dict[str, float | None]:
+    steady = steady_state(records, concurrency) if concurrency is not None else None
+    if steady is None:
+        return {}
+    figures = {"steady_s": steady.span_s, "steady_tok_s": steady.tok_s, "steady_concurrency": steady.concurrency}
+    if steady.tok_s is not None:  # a closed-loop cell's aggregate rate is its steady state's
+        figures["aggregate_tok_s"] = steady.tok_s
+    return figures
 
 
 __all__ = [

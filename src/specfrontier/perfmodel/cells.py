@@ -56,7 +56,7 @@ def _whole(params: Mapping[str, Any], key: str, where: str) -> int | None:
 
 def cells_from_run(data: RunData, output_tokens: Mapping[tuple[str, int], float] | None = None) -> list[ModelCell]:
     """One ModelCell per closed-loop cell of a stored run (medians over repeats; open-loop cells are skipped,
-    the model is closed-loop). Noisy and client-limited cells are kept and flagged. `output_tokens`:
+    the model is closed-loop). Noisy, client-limited and steady-less cells are kept and flagged. `output_tokens`:
     mean output tokens per request by (setting, C), see `output_tokens_by_cell`."""
     out = []
     for cell in data.cells:
@@ -65,9 +65,12 @@ def cells_from_run(data: RunData, output_tokens: Mapping[tuple[str, int], float]
         row = data.setting(cell.setting)
         params = setting_params(row.params, where=f"run {data.run.run_id}: settings[{row.name}]")
         counters = cell.counters
-        flags = tuple(
-            text for on, text in ((cell.noisy, "noisy repeats"), (cell.client_limited, "client-limited")) if on
+        doubts = (
+            (cell.noisy, "noisy repeats"),
+            (cell.client_limited, "client-limited"),
+            (cell.steady_too_short, "no steady state"),
         )
+        flags = tuple(text for on, text in doubts if on)
         out.append(
             ModelCell(
                 setting=cell.setting,

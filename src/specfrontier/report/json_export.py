@@ -70,6 +70,10 @@ class _CellHealth(_Export):
     client_saturated: bool = Field(
         description="Some repeat's client was saturated (lag p99 or CPU over the limits): figures not trusted."
     )
+    steady_too_short: bool = Field(
+        description="Closed loop: no steady state to measure (C > 1: a span under 1 s or 4 request lifetimes, "
+        "or < 95% of C in flight inside it): not used for recommendations."
+    )
     client_health: list[dict[str, Any]] = Field(
         description="Per repeat: client event-loop lag p50/p99/max (ms), CPU share of a core per worker, "
         "reads, events, workers, saturated and why."
@@ -140,6 +144,7 @@ def _cell(data: RunData, c: CellSummary) -> _Export:
         capacity=s.capacity,
         noisy=c.noisy,
         client_saturated=c.client_saturated,
+        steady_too_short=c.steady_too_short,
         client_health=list(c.client_health),
         goodput=_goodput(c),
         spread={m.name: figure_json(c.figure(m.name)) for m in spread_metrics()},

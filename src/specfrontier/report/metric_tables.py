@@ -55,6 +55,53 @@ def latency_table(data: RunData) -> Table:
     return Table("Latency and burstiness per cell", [data.level_header, "setting", *headers], rows, notes)
 
 
+def steady_table(data: RunData) -> Table | None:
+    """Closed loop, per cell: the steady-state rate the decisions use beside the whole-window rate, and how
+    many requests were in flight in each (None for an open-loop run, which has no steady span)."""
+    if data.open_loop:
+        return None
+    rows = []
+    for c in _cells_in_order(data):
+        steady, window = c.steady_tok_s.median, c.window_tok_s.median
+        gap = "-" if steady is None or not window else f"{steady / window - 1:+.1%}"
+        inside = _v(c.steady_concurrency, 2) + (" s" if c.steady_too_short else "")
+        rows.append(
+            [
+                str(c.level),
+                c.setting,
+                _v(c.steady_tok_s),
+                _v(c.window_tok_s),
+                gap,
+                inside,
+                _v(c.achieved_concurrency, 2),
+                _v(c.steady_s, 2),
+            ]
+        )
+    return Table(
+        "Steady state vs whole window",
+        [
+            data.level_header,
+            "setting",
+            "steady tok/s",
+            "window tok/s",
+            "steady/window",
+            "in flight: steady",
+            "window",
+            "steady span s",
+        ],
+        rows,
+        [
+            "steady tok/s = output tokens produced while C requests were in flight (from when the first C sent "
+            "have all been replaced to the first end after the last send; ramp-up and drain excluded) / that span: the "
+            "aggregate tok/s every decision uses. window tok/s = output tokens / (first send to last end), ramp "
+            "and drain included. in flight = mean requests in flight inside each span. Medians over repeats. "
+            "'s': no steady state to measure (C > 1: a span under 1 s or 4 request lifetimes (median E2E), or "
+            "< 95% of C in flight inside it): not used for recommendations. At C = 1 the span is the whole "
+            "window. docs/metrics.md.",
+        ],
+    )
+
+
 def goodput_table(data: RunData) -> Table | None:
     """Per cell under the report's SLOs: goodput (req/s, tok/s), good fraction, each SLO's percentile."""
     if not data.slos:
@@ -133,4 +180,4 @@ def acceptance_flag_lines(data: RunData) -> list[str]:
     return lines
 
 
-__all__ = ["CUMULATIVE_MARK", "acceptance_flag_lines", "goodput_table", "latency_table"]
+__all__ = ["CUMULATIVE_MARK", "acceptance_flag_lines", "goodput_table", "latency_table", "steady_table"]

@@ -11,6 +11,9 @@ import shlex
 from collections.abc import Callable
 
 from specfrontier.analysis import (
+    MIN_STEADY_CONCURRENCY,
+    MIN_STEADY_LIFETIMES,
+    MIN_STEADY_S,
     CellSummary,
     OverRepeats,
     RunData,
@@ -21,13 +24,15 @@ from specfrontier.analysis import (
 )
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
-from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table
+from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
 from specfrontier.report.table_model import Table
 
 SPREAD_NOTE = (
     "Each figure is the median over repeats; ±x% is half the range (max - min) over repeats, relative to "
     "the median. '~' marks a noisy cell (aggregate tok/s MAD over repeats > 10% of the median); '!' marks a "
-    "cell whose achieved concurrency fell below 80% of the requested one (queueing or a capacity limit)."
+    "cell whose achieved concurrency fell below 80% of the requested one (queueing or a capacity limit); "
+    "'s' marks a closed-loop cell without a steady state to measure (see the flags): not used for "
+    "recommendations."
 )
 
 
@@ -69,6 +74,8 @@ def _flagged(cell: CellSummary | None, get: Callable[[CellSummary], OverRepeats]
         text += " !"
     if cell.client_saturated:
         text += " c"
+    if cell.steady_too_short:
+        text += " s"
     if cell.errors:
         text += f" ({cell.errors} err)"
     return text
@@ -180,7 +187,8 @@ def best_table(data: RunData) -> Table:
             "best = highest median aggregate tok/s at that C; margin = best / runner-up - 1 on medians; "
             "beyond spread = the two bootstrap 95% intervals of the median do not overlap and the margin is over "
             "1% (else a tie; the recommendation then takes the cheapest tied setting). Complete evidence only: "
-            "cells missing repeats and settings whose server failed are left out (see the flags)."
+            "cells missing repeats, settings whose server failed and closed-loop cells without a steady state "
+            "are left out (see the flags)."
         ],
     )
 
@@ -234,7 +242,26 @@ def flag_lines(data: RunData) -> list[str]:
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
                 f"< 80% of {c.concurrency}"
             )
+        if c.steady_too_short:
+            lines.append(steady_flag_line(c))
     return lines + acceptance_flag_lines(data)
+
+
+def steady_flag_line(c: CellSummary) -> str:
+    """Why a closed-loop cell has no steady state worth the name, and what fixes it."""
+    span, inside = c.steady_s.median, c.steady_concurrency.median
+    if span is None or inside is None:
+        why = f"never {c.concurrency} requests in flight at once after the first {c.concurrency} sent had been replaced"
+    elif span < c.min_steady_s:
+        why = f"steady span {span:.2f} s < {c.min_steady_s:.2f} s"
+        if c.min_steady_s > MIN_STEADY_S:
+            why += f" ({MIN_STEADY_LIFETIMES:g} request lifetimes of {c.min_steady_s / MIN_STEADY_LIFETIMES:.2f} s)"
+    else:
+        why = f"{inside:.2f} in flight inside the steady span < {MIN_STEADY_CONCURRENCY:.0%} of {c.concurrency}"
+    return (
+        f"{c.setting} C={c.concurrency}: no steady state to measure ({why}); not used for recommendations. "
+        "Fix: raise cell_duration_s (tune) / --cell-duration (bench) or rounds_per_cell"
+    )
 
 
 def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
@@ -290,6 +317,9 @@ def all_tables(data: RunData) -> list[Table]:
     if sp is not None:
         tables.append(sp)
     tables += [settings_table(data), best_table(data)]
+    steady = steady_table(data)
+    if steady is not None:
+        tables.append(steady)
     tables.append(latency_table(data))
     goodput = goodput_table(data)
     if goodput is not None:

@@ -110,6 +110,8 @@ class BenchOptions:
     ignore_eos: bool = False
     repeats: int = 3
     rounds_per_cell: int = 2
+    cell_duration_s: float | None = None
+    """Closed loop: the shortest window (seconds); sending goes on in whole passes until then."""
     warmup_rounds: int = 1
     request_timeout_s: float = 300.0
     max_consecutive_timeouts: int = 3
@@ -146,6 +148,11 @@ class BenchOptions:
             (self.max_tokens >= 1, f"--max-tokens = {self.max_tokens}", "must be >= 1"),
             (1 <= self.repeats <= 50, f"--repeats = {self.repeats}", "must be 1..50"),
             (self.rounds_per_cell >= 1, f"--rounds = {self.rounds_per_cell}", "must be >= 1"),
+            (
+                self.cell_duration_s is None or self.cell_duration_s > 0,
+                f"--cell-duration = {self.cell_duration_s}",
+                "must be > 0",
+            ),
             (self.warmup_rounds >= 0, f"--warmup-rounds = {self.warmup_rounds}", "must be >= 0"),
             (self.request_timeout_s > 0, f"--timeout = {self.request_timeout_s}", "must be > 0"),
             (
@@ -319,6 +326,7 @@ class Bench:
                 "seed": o.seed,
                 "repeats": o.repeats,
                 "rounds_per_cell": o.rounds_per_cell,
+                "cell_duration_s": o.cell_duration_s,
                 "warmup_rounds": o.warmup_rounds,
                 "workload": {"prompts": o.prompts, "api": o.api, "max_tokens": o.max_tokens},
             }
@@ -414,7 +422,9 @@ class Bench:
     def load(self) -> CellLoad:
         """How every cell applies load: bench's options in the shape `tune` uses."""
         o = self.o
-        return CellLoad.of("open" if o.open_loop else "closed", o.rounds_per_cell, o.client_workers, o)
+        return CellLoad.of(
+            "open" if o.open_loop else "closed", o.rounds_per_cell, o.client_workers, o, o.cell_duration_s
+        )
 
 
 def parse_client_workers(text: str) -> ClientWorkers:

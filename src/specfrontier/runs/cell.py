@@ -65,15 +65,23 @@ class CellLoad:
     warmup_s: float = 0.0
     cooldown_s: float = 0.0
     max_in_flight: int | None = None
+    cell_duration_s: float | None = None
+    """Closed loop: the shortest window (server seconds); sending goes on in whole passes until then."""
 
     @classmethod
     def of(
-        cls, mode: Literal["closed", "open"], rounds_per_cell: int, client_workers: ClientWorkers, open_loop: Any
+        cls,
+        mode: Literal["closed", "open"],
+        rounds_per_cell: int,
+        client_workers: ClientWorkers,
+        open_loop: Any,
+        cell_duration_s: float | None = None,
     ) -> CellLoad:
         """From anything that carries the open-loop fields by these names (a tune config's `load:` block,
         bench's options): one place that lists them."""
         names = ("burstiness", "seed", "requests", "duration_s", "warmup_s", "cooldown_s", "max_in_flight")
-        return cls(mode, rounds_per_cell, client_workers, **{n: getattr(open_loop, n) for n in names})
+        fields = {n: getattr(open_loop, n) for n in names}
+        return cls(mode, rounds_per_cell, client_workers, **fields, cell_duration_s=cell_duration_s)
 
 
 CounterReader = Callable[[], Awaitable[SpecCounters | None]]
@@ -108,7 +116,7 @@ class MeasuredCell:
             load=self.load_facts,
             client_health=self.health.to_json(),
         )
-        metrics = cell_metrics(self.records)
+        metrics = cell_metrics(self.records, self.concurrency if self.rate is None else None)
         return CellDone(
             setting, self.concurrency, repeat, metrics, self.counters, request_rate=self.rate, workload=workload
         )
@@ -168,8 +176,14 @@ async def measure_cell(
                 concurrency=concurrency,
                 num_requests=requests_per_cell(load.rounds_per_cell, concurrency, len(prompts)),
                 workers=resolve_workers(load.client_workers, streams=concurrency),
+                min_duration_s=load.cell_duration_s / time_scale if load.cell_duration_s else None,
             )
     records = to_server_time(records, time_scale)
+    if facts is not None and time_scale != 1.0 and facts.get("measured_span_tok_s") is not None:
+        facts |= {  # into the server's seconds, like the records
+            "measured_span_tok_s": facts["measured_span_tok_s"] / time_scale,
+            "measured_span_s": facts["measured_span_s"] * time_scale,
+        }
     where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
     if server_died is not None:
         server_died(where)

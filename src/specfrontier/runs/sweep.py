@@ -394,7 +394,9 @@ class Sweep:
 
 def cell_load(config: TuneConfig) -> CellLoad:
     """The load of every cell of a tune config (its `load:` block and the sweep shape)."""
-    return CellLoad.of(config.load.mode, config.rounds_per_cell, config.client_workers, config.load)
+    return CellLoad.of(
+        config.load.mode, config.rounds_per_cell, config.client_workers, config.load, config.cell_duration_s
+    )
 
 
 def register_settings(store: Store, run_id: str, settings: Sequence[EngineSetting]) -> None:

@@ -78,7 +78,7 @@ class Observer:
             return self._final[setting]
         rows = self.store.cells(self.run_id, setting)
         cells = [
-            (row.workload, row.concurrency, cell_metrics(row.requests), row.counters)
+            (row.workload, row.concurrency, cell_metrics(row.requests, row.concurrency), row.counters)
             for row in rows
             if row.requests and row.request_rate is None
         ]

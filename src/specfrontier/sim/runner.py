@@ -153,6 +153,7 @@ class VirtualSweep:
                     max_tokens=w.max_tokens,
                     warmup_requests=cfg.warmup_rounds * c,
                     seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
+                    min_duration_s=cfg.cell_duration_s,
                 )
                 counters = per_request_counters(records)
                 self.store.record_cell(
@@ -166,7 +167,7 @@ class VirtualSweep:
                     acceptance_source=SIM_SOURCE if counters else None,
                 )
                 if self.events.on_cell_done:
-                    self.events.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records), counters))
+                    self.events.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records, c), counters))
         self.store.update_setting(run_id, s.name, status="done")
 
     def _resolve(self, s: SGLangSetting) -> ResolvedSetting:

@@ -56,8 +56,10 @@ class _ClosedLoop:
         self.max_tokens = max_tokens
         self.gap_ns = round(client_gap_ms * _NS_PER_MS)
 
-    def run(self, prefix: str, total: int, concurrency: int) -> list[SimRequest]:
-        """Send `total` requests from `concurrency` workers starting now; return them once all have ended."""
+    def run(self, prefix: str, total: int, concurrency: int, min_duration_ns: int = 0) -> list[SimRequest]:
+        """Send `total` requests from `concurrency` workers starting now, and go on sending while less than
+        `min_duration_ns` of virtual time has passed (the cell's duration bound: a finished request is
+        replaced until then); return them once all have ended."""
         core = self.core
         start = core.now_ns
         sends = [(start, worker) for worker in range(min(concurrency, total))]
@@ -85,8 +87,8 @@ class _ClosedLoop:
                 continue
             for request in core.step().finished:
                 done.append(request)
-                if sent + len(sends) < total:
-                    assert request.end_ns is not None
+                assert request.end_ns is not None
+                if sent + len(sends) < total or request.end_ns - start < min_duration_ns:
                     heapq.heappush(sends, (request.end_ns + self.gap_ns, sent + len(sends)))
         return done
 
@@ -105,10 +107,12 @@ def simulate_cell(
     warmup_requests: int = 0,
     seed: int = 0,
     client_gap_ms: float = 0.0,
+    min_duration_s: float | None = None,
 ) -> list[RequestRecord]:
     """Run one closed-loop cell in virtual time and return the measured requests' records (a model prediction).
 
-    `client_gap_ms` is each worker's pause between a request's end and its next send. Deterministic:
+    `client_gap_ms` is each worker's pause between a request's end and its next send; `min_duration_s`
+    keeps the measured phase sending until that much virtual time has passed (`cell_duration_s`). Deterministic:
     the same arguments give identical records. Raises ConfigError for an invalid setting, an unknown
     workload class or non-positive sizes.
     """
@@ -130,7 +134,7 @@ def simulate_cell(
     loop = _ClosedLoop(core, workload_model, temperature, ignore_eos, input_tokens, max_tokens, client_gap_ms)
     if warmup_requests:
         loop.run("warmup", warmup_requests, concurrency)
-    finished = loop.run("req", num_requests, concurrency)
+    finished = loop.run("req", num_requests, concurrency, round((min_duration_s or 0.0) * 1e9))
     records = [r.to_record(speculative=resolved.speculative) for r in finished]
     records.sort(key=lambda r: (r.send_ns, r.prompt_id))
     return records

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from builders import record_ms
+from builders import back_to_back, record_ms
 from specfrontier.analysis import RunData, load_run
 from specfrontier.analysis.bias import optimism_bias
 from specfrontier.records import SpecCounters
@@ -51,7 +51,7 @@ def data(tmp_path: Path) -> RunData:
                         workload=workload,
                         concurrency=c,
                         repeat=rep,
-                        requests=[record_ms(0, 100, 1000, t) for t in tokens],
+                        requests=back_to_back([record_ms(0, 100, 1000, t) for t in tokens]),
                         counters=SpecCounters(drafted, accepted, 50) if name == "ngram" else None,
                         acceptance_source="metrics" if name == "ngram" else None,
                     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import back_to_back
 from builders import record_ms as _record
 from specfrontier.analysis import (
     Crossover,
@@ -27,10 +28,11 @@ Table = dict[str, dict[int, list[int]]]
 
 
 def _repeat(c: int, agg: int) -> list[RequestRecord]:
-    """C requests, all sent at 0 and ended at 1000 ms, carrying `agg` tokens in all: exactly `agg` tok/s."""
+    """Rounds of C requests, each round sent at once and ended 1000 ms later, carrying `agg` tokens in all,
+    back to back: exactly `agg` tok/s, in the steady state and over the whole window."""
     tokens = [agg // c] * c
     tokens[0] += agg % c
-    return [_record(0, 100, 1000, t) for t in tokens]
+    return back_to_back([_record(0, 100, 1000, t) for t in tokens])
 
 
 def _command(name: str) -> tuple[str, ...]:

@@ -146,7 +146,7 @@ def test_errors_and_requests_are_summed_over_repeats(data: RunData) -> None:
     assert cell.repeats == 2
     assert (cell.requests, cell.errors) == (5, 1)
     # the failed request adds no tokens and does not widen the 1 s window
-    assert cell.aggregate_tok_s == OverRepeats(60.0, 60.0, 60.0, 2, 0.0, 60.0, 60.0)
+    assert cell.window_tok_s == OverRepeats(60.0, 60.0, 60.0, 2, 0.0, 60.0, 60.0)
 
 
 def test_run_shape(data: RunData) -> None:

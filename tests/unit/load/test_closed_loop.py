@@ -179,3 +179,49 @@ async def test_streams_that_end_together_are_all_observed_before_any_next_send()
     client.finish.set()  # all three in-flight requests end in the same event-loop turn
     await run
     assert client.events[:7] == ["send"] * 3 + ["end"] * 3 + ["send"]
+
+
+class _TimedClient:
+    """Stands in for StreamingClient: every request takes `seconds` (no server)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.sent = 0
+
+    def pool_limit(self) -> int | None:
+        return None
+
+    async def send(self, prompt: Prompt, sampling: Sampling) -> RequestRecord:
+        self.sent += 1
+        start = time.perf_counter_ns()
+        await asyncio.sleep(self.seconds)
+        end = time.perf_counter_ns()
+        return RequestRecord(prompt.prompt_id, start, end, end, completion_tokens=1)
+
+
+async def test_a_minimum_duration_keeps_sending_whole_passes_until_it_has_passed() -> None:
+    client = _TimedClient(0.02)
+    started = time.monotonic()
+    records = await run_closed_loop(
+        client,  # type: ignore[arg-type]
+        PROMPTS,
+        Sampling(),
+        concurrency=2,
+        num_requests=3,
+        min_duration_s=0.3,
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed >= 0.3  # sending went on past the 3 requests asked for
+    assert len(records) > 3 and len(records) % len(PROMPTS) == 0  # whole passes: every prompt equally often
+    assert [r.prompt_id for r in records] == [PROMPTS[i % 3].prompt_id for i in range(len(records))]
+    assert len(records) <= 2 * (0.3 / 0.02) + 2 * len(PROMPTS)  # and it stopped: at most a pass per worker more
+
+
+def test_more_to_send_finishes_the_pass_it_started() -> None:
+    from specfrontier.load.closed_loop import more_to_send
+
+    assert more_to_send(2, 3, 3, None) and not more_to_send(3, 3, 3, None)  # no deadline: exactly the count
+    past = time.monotonic() - 1
+    assert more_to_send(4, 3, 3, past) and more_to_send(5, 3, 3, past)  # a started pass is finished
+    assert not more_to_send(6, 3, 3, past)
+    assert more_to_send(6, 3, 3, time.monotonic() + 60)  # before the deadline: another pass

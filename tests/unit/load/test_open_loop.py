@@ -12,8 +12,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from specfrontier.load.client import StreamingClient
-from specfrontier.load.open_loop import arrival_offsets, measured_indices, run_open_loop
-from specfrontier.records import Prompt, Sampling
+from specfrontier.load.open_loop import (
+    OpenLoopResult,
+    arrival_offsets,
+    measured_indices,
+    measured_span_rate,
+    run_open_loop,
+)
+from specfrontier.records import Prompt, RequestRecord, Sampling
 
 PROMPTS = [Prompt(prompt_id="p0", category="qa", api="chat", max_tokens=4, messages=(("user", "q"),))]
 
@@ -143,3 +149,19 @@ async def test_measured_cell_keeps_the_window_and_reports_the_schedule() -> None
     assert facts["sent"] == len(offsets) and facts["measured"] == len(expected) == len(records)
     assert facts["achieved_rate"] == pytest.approx(facts["scheduled_rate"], rel=0.1)
     assert facts["cap_waits"] == 0 and facts["send_lag_p99_ms"] >= 0.0
+
+
+def test_the_rate_counts_every_token_inside_the_measured_part_of_the_schedule() -> None:
+    """Ten requests scheduled 1 s apart, each decoding 20 tokens evenly over 2 s (10 tok/s), so 2 are
+    always decoding (20 tok/s). Measured: those scheduled at 2..7 s. The span rate counts every
+    request's tokens inside 2..7 s (warm-up and cool-down ones too) and is the truth, 20 tok/s; the
+    measured requests' own window (2 s to the last end at 9 s) would give 120 / 7 = 17.1 tok/s."""
+    s = 1_000_000_000
+    records = tuple(
+        RequestRecord(prompt_id=f"r{i}", send_ns=i * s, first_token_ns=i * s, end_ns=(i + 2) * s, completion_tokens=20)
+        for i in range(10)
+    )
+    result = OpenLoopResult(records, tuple(i * s for i in range(10)), cap_waits=0, max_in_flight=None)
+    rate = measured_span_rate(result, [2, 3, 4, 5, 6, 7])
+    assert rate == (pytest.approx(20.0), pytest.approx(5.0))
+    assert measured_span_rate(result, [4]) is None  # one measured request: no span

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builders import record_ms as _record
+from builders import closed_loop_ms
 from specfrontier.analysis import load_run, recommend
 from specfrontier.load.health import ClientHealth, WorkerHealth
 from specfrontier.records import RequestRecord
@@ -19,7 +19,9 @@ MS = 1_000_000
 
 
 def _requests(tokens: int) -> list[RequestRecord]:
-    return [_record(t, t + 50, t + 1000, tokens) for t in range(0, 1000, 100)]
+    """Six rounds of 64 one-second requests, each replaced the instant it ends: even the C=64 cell has a
+    steady state to measure (5 s after its first round, 5 request lifetimes)."""
+    return closed_loop_ms(64, 6, 1000, tokens)
 
 
 def _health(lag_ms: float) -> dict[str, object]:
@@ -62,7 +64,7 @@ def test_saturated_client_is_stored_marked_flagged_exported_and_warned(tmp_path:
     console = Console(record=True, width=220)
     print_report(data, console)
     text = console.export_text()
-    assert "│ 64 │   52.6 ! │ 157.9 ! c │" in text  # aggregate tok/s: only the saturated cell is marked
+    assert "│ 64 │    640.0 │ 1920.0 c │" in text  # aggregate tok/s: only the saturated cell is marked
     assert "'c' marks a cell whose client was saturated" in text
     assert "spec C=64 repeat 1: client saturated (event-loop lag p99 40.0 ms > 5 ms): figures not trusted" in text
 

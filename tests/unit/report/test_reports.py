@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from builders import back_to_back
 from builders import record_ms as _record
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, load_run, recommend
 from specfrontier.records import RequestRecord, SpecCounters
@@ -31,10 +32,11 @@ FAILED_ERROR = "bad flag <--spec|x> rejected\nsecond line"
 
 
 def _repeat(c: int, agg: int) -> list[RequestRecord]:
-    """C requests, all sent at 0 and ended at 1000 ms, carrying `agg` tokens in all: exactly `agg` tok/s."""
+    """Rounds of C requests, each round sent at once and ended 1000 ms later, carrying `agg` tokens in all,
+    back to back: exactly `agg` tok/s, in the steady state and over the whole window."""
     tokens = [agg // c] * c
     tokens[0] += agg % c
-    return [_record(0, 100, 1000, t) for t in tokens]
+    return back_to_back([_record(0, 100, 1000, t) for t in tokens])
 
 
 def _command(name: str) -> tuple[str, ...]:

@@ -143,3 +143,22 @@ def test_bad_cell_arguments_raise_config_error(profile: SimProfile, overrides: d
 def test_invalid_setting_is_refused_before_simulating(profile: SimProfile) -> None:
     with pytest.raises(ConfigError, match=r"num_draft_tokens = 9.*fix:"):
         _cell(profile, SimSetting("EAGLE3", num_steps=2, eagle_topk=2, num_draft_tokens=9))
+
+
+def test_a_duration_bound_keeps_the_cell_sending_and_gives_it_a_steady_state(profile: SimProfile) -> None:
+    """cell_duration_s in virtual time: finished requests are replaced until the bound has passed, so a
+    C=16 cell of 16 requests (one wave: no steady state) gets a steady span of about that length, C in
+    flight inside it, and a steady rate above the whole-window rate (ramp and drain excluded)."""
+    setting = SimSetting("EAGLE3", num_steps=3, eagle_topk=1)
+    short = _cell(profile, setting, concurrency=16, num_requests=16, warmup_requests=16)
+    bounded = _cell(profile, setting, concurrency=16, num_requests=16, warmup_requests=16, min_duration_s=20.0)
+    assert len(short) == 16 and len(bounded) > 16
+    window_s = (max(r.end_ns for r in bounded) - min(r.send_ns for r in bounded)) / 1e9
+    assert window_s >= 20.0
+    m = cell_metrics(bounded, 16)
+    assert m.steady_s is not None and m.steady_s >= 15.0
+    assert m.steady_concurrency is not None and m.steady_concurrency >= 0.99 * 16
+    assert m.steady_tok_s is not None and m.window_tok_s is not None and m.steady_tok_s > m.window_tok_s
+    assert m.aggregate_tok_s == m.steady_tok_s
+    one_wave = cell_metrics(short, 16)  # all 16 sent at once, none replaced: never past the ramp
+    assert one_wave.steady_s is None and one_wave.aggregate_tok_s == one_wave.window_tok_s

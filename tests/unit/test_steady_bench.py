@@ -1,0 +1,134 @@
+"""`bench --url` against a server whose timing is known exactly: the steady-state rate is the truth.
+
+The server (its own thread and event loop, so the client's load does not move its clock) streams TOKENS
+tokens per request, token i at handler start + (i + 1) x DT on an absolute schedule, one token per chunk,
+with unlimited concurrency, and logs when it emitted each token (`perf_counter_ns`, the client's clock).
+The truth of a cell is then exact: the tokens the server emitted inside the cell's steady span, divided
+by its length. The client's steady-state figure must match it within 1%, with at least 0.99 C in flight
+inside the span; the whole-window figure (ramp and drain included) falls short of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from specfrontier.analysis import load_run
+from specfrontier.metrics.steady import steady_span
+from specfrontier.runs.bench import BenchOptions, open_bench
+
+TOKENS = 20
+DT = 0.05
+
+
+class KnownServer:
+    """The known-timing server in a thread of its own."""
+
+    def __init__(self) -> None:
+        self.emitted: list[int] = []
+        self.url = ""
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        start = time.monotonic()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i in range(TOKENS):
+            await asyncio.sleep(max(0.0, start + (i + 1) * DT - time.monotonic()))
+            finish = "length" if i == TOKENS - 1 else None
+            chunk = {"choices": [{"index": 0, "text": " x", "delta": {"content": " x"}, "finish_reason": finish}]}
+            self.emitted.append(time.perf_counter_ns())
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        usage = {"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": TOKENS, "total_tokens": TOKENS + 4}}
+        await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        return resp
+
+    async def _models(self, _request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "known-timing"}]})
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._stream)
+        app.router.add_post("/v1/completions", self._stream)
+        app.router.add_get("/v1/models", self._models)
+        self._runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        self._loop.run_until_complete(site.start())
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        self._ready.set()
+        self._loop.run_forever()
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(10)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()  # else its __del__ warns later, inside another test
+
+    def rate_inside(self, start_ns: int, end_ns: int) -> float:
+        inside = sum(1 for t in self.emitted if start_ns < t <= end_ns)
+        return inside / ((end_ns - start_ns) / 1e9)
+
+
+@pytest.fixture
+def known_server() -> Iterator[KnownServer]:
+    server = KnownServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_the_steady_rate_is_the_servers_true_rate_at_every_level(
+    known_server: KnownServer, tmp_path: Path
+) -> None:
+    levels = (1, 4, 16, 64)
+    options = BenchOptions(
+        known_server.url,
+        concurrency=levels,
+        repeats=1,
+        rounds_per_cell=2,
+        warmup_rounds=1,
+        max_tokens=TOKENS,
+        cell_duration_s=6.0,
+        client_workers=1,
+        store=tmp_path / "b.db",
+    )
+    bench, run_id = await open_bench(options)
+    await bench.run(run_id)
+    data = load_run(bench.store, run_id)
+    rows = {row.concurrency: row for row in bench.store.cells(run_id)}
+    for level in levels:
+        cell = next(c for c in data.cells if c.concurrency == level)
+        span = steady_span(rows[level].requests, level)
+        assert span is not None
+        truth = known_server.rate_inside(*span)
+        steady, window = cell.steady_tok_s.median, cell.window_tok_s.median
+        assert steady is not None and window is not None
+        print(
+            f"C={level}: truth {truth:.1f}, steady {steady:.1f}, window {window:.1f} tok/s; in flight "
+            f"{cell.steady_concurrency.median:.3f} (window {cell.achieved_concurrency.median:.3f})"
+        )
+        assert steady == pytest.approx(truth, rel=0.01), (level, steady, truth)
+        assert (cell.steady_concurrency.median or 0) >= 0.99 * level, (level, cell.steady_concurrency.median)
+        assert (cell.steady_s.median or 0) >= 3.0  # the duration bound gave the steady span its length
+        if level > 1:
+            assert window < steady  # ramp and drain pull the whole-window figure below the truth
+        assert cell.aggregate_tok_s.median == steady  # what decisions compare is the steady figure
+        assert not cell.steady_too_short
