@@ -41,8 +41,16 @@ def run_import(path: Path, *, engine: str | None, store_path: Path, console: Con
     return run_id
 
 
+def _num(x: float) -> str:
+    """Three significant digits at any scale (1234, 123, 12.3, 1.23, 0.0123): a 0.04 tok/s figure is not
+    shown as "0.0", nor an interval of 0.8-1.3 as "1-1"."""
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    return f"{x:.3g}" if abs(x) < 1 else f"{x:.{2 - int(abs(x) >= 10)}f}"
+
+
 def _fmt_interval(iv: tuple[float, float] | None) -> str:
-    return "-" if iv is None else f"{iv[0]:.0f}-{iv[1]:.0f}"
+    return "-" if iv is None else f"{_num(iv[0])}-{_num(iv[1])}"
 
 
 def _margin(margin: float | None, halfwidth: float | None) -> str:
@@ -73,9 +81,11 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
         flags = f" ({', '.join(r.flags)})" if r.flags else ""
         cells.add_row(
             escape(r.setting), str(r.concurrency), r.metric.removesuffix("_tok_s").replace("_", "-") + flags,
-            f"{r.measured:.1f}", f"{r.predicted:.1f}", _fmt_interval(r.interval), f"{r.error_pct:+.1f}", fit,
+            _num(r.measured), _num(r.predicted), _fmt_interval(r.interval), f"{r.error_pct:+.1f}", fit,
         )  # fmt: skip
     console.print(cells)
+    for name, level, why in plan.unpredicted:
+        console.print(f"  not predicted: {escape(name)} C={level}: {escape(why)}")
     for in_fit, label in ((True, "fitted cells"), (False, "held-out cells")):
         errs = plan.errors(in_fit=in_fit)
         if errs:
@@ -88,9 +98,9 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     for f in plan.frontier:
         (ca, pa), (cr, pr) = f.best_aggregate, f.best_per_request
         front.add_row(
-            str(f.concurrency), escape(ca.name), f"{pa.aggregate_tok_s:.0f}", _fmt_interval(pa.aggregate_interval),
+            str(f.concurrency), escape(ca.name), _num(pa.aggregate_tok_s), _fmt_interval(pa.aggregate_interval),
             str(pa.batch), _margin(f.runner_up_margin_pct, plan.model.interval_halfwidth),
-            escape(cr.name), f"{pr.per_request_tok_s:.1f}",
+            escape(cr.name), _num(pr.per_request_tok_s),
         )  # fmt: skip
     console.print(front)
     for d in plan.depth:

@@ -132,6 +132,8 @@ class Plan:
     rows: tuple[PlanRow, ...]
     frontier: tuple[FrontierPoint, ...]
     depth: tuple[DepthChoice, ...]
+    unpredicted: tuple[tuple[str, int, str], ...] = ()
+    """(setting, C, why) of every measured cell the model could not predict, so none is dropped silently."""
 
     def errors(self, *, in_fit: bool) -> list[float]:
         return [abs(r.error_pct) for r in self.rows if r.in_fit == in_fit]
@@ -187,11 +189,13 @@ def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = No
     model = fit_model(fitted, rho=rho)
     fitted_names = tuple(dict.fromkeys(c.setting for c in fitted))
     rows = []
+    unpredicted = []
     for c in cells:
         try:
             p = model.predict(c.params, c.concurrency)
-        except ConfigError:
-            continue  # a drafter the fit never saw: nothing to compare
+        except ConfigError as exc:  # e.g. a drafter the fit never saw: said, with the reason, not dropped
+            unpredicted.append((c.setting, c.concurrency, str(exc).removeprefix("model: ")))
+            continue
         in_fit = c.setting in fitted_names
         if c.per_request_tok_s is not None:
             rows.append(
@@ -239,7 +243,7 @@ def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = No
             per_level.append((level, cand.params.steps, pred))
         peak = per_level[-1]
         depth.append(DepthChoice(family, tuple(per_level), peak[0], peak[1]))
-    return Plan(model, fitted_names, tuple(rows), tuple(frontier), tuple(depth))
+    return Plan(model, fitted_names, tuple(rows), tuple(frontier), tuple(depth), tuple(unpredicted))
 
 
 def _predictable(model: FittedModel, params: SettingParams) -> bool:
@@ -310,6 +314,7 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             }
             for r in plan.rows
         ],
+        "unpredicted": [{"setting": name, "concurrency": c, "why": why} for name, c, why in plan.unpredicted],
         "frontier": [
             {
                 "concurrency": f.concurrency,

@@ -14,7 +14,7 @@ from specfrontier.cli import main
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
-from specfrontier.perfmodel.plan import levels, make_plan, plan_json, run_cells
+from specfrontier.perfmodel.plan import RunCells, levels, make_plan, plan_json, run_cells
 from specfrontier.runs.imported import load_table, store_table
 from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
@@ -60,23 +60,23 @@ def test_fit_only_names_must_exist(tmp_path: Path) -> None:
         make_plan(run_cells(store, run_id).cells, fit_only=["steps9"])
 
 
-def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_shape(tmp_path: Path) -> None:
-    config = SimTuneConfig(
-        engine=SimEngine(),
-        settings=(
-            SGLangSetting(name="no-spec"),
-            SGLangSetting(name="s1", algorithm="EAGLE3", num_steps=1, eagle_topk=1),
-            SGLangSetting(name="s3", algorithm="EAGLE3", num_steps=3, eagle_topk=1),
-        ),
-        concurrency=(1, 4, 16),
-        repeats=1,
-        rounds_per_cell=2,
-    )
+def _simulated_run(tmp_path: Path, settings: tuple[SGLangSetting, ...], concurrency: tuple[int, ...]) -> RunCells:
+    """A one-repeat simulated sweep of `settings`, read back as the model's cells."""
+    config = SimTuneConfig(engine=SimEngine(), settings=settings, concurrency=concurrency, repeats=1, rounds_per_cell=2)
     sweep = VirtualSweep(config)
     sweep.attach(Store(tmp_path / "sim.db"))
     run_id = sweep.new_run()
     sweep.run_sync(run_id)
-    run = run_cells(sweep.store, run_id)
+    return run_cells(sweep.store, run_id)
+
+
+def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_shape(tmp_path: Path) -> None:
+    settings = (
+        SGLangSetting(name="no-spec"),
+        SGLangSetting(name="s1", algorithm="EAGLE3", num_steps=1, eagle_topk=1),
+        SGLangSetting(name="s3", algorithm="EAGLE3", num_steps=3, eagle_topk=1),
+    )
+    run = _simulated_run(tmp_path, settings, (1, 4, 16))
     assert run.kind == "simulated" and run.rho is not None and 0 < run.rho < 1
     assert all(c.acceptance_length is not None for c in run.cells if c.params.speculative)
     plan = make_plan(run.cells, rho=run.rho)
@@ -130,3 +130,34 @@ def test_report_on_an_imported_run_points_to_plan(
 def test_a_run_without_closed_loop_cells_is_refused_with_the_fix() -> None:
     with pytest.raises(ConfigError, match=r"no closed-loop cells .*fix: plan a run measured at concurrency"):
         make_plan([])
+
+
+def test_cells_the_model_cannot_predict_are_listed_with_the_reason(tmp_path: Path) -> None:
+    """Fitted on EAGLE3 only, an EAGLE setting has no fitted draft cost: its cells are not predicted, and
+    the plan says so (terminal and JSON) instead of dropping them without a word."""
+    settings = (
+        SGLangSetting(name="no-spec"),
+        SGLangSetting(name="e3", algorithm="EAGLE3", num_steps=2, eagle_topk=1),
+        SGLangSetting(name="e1", algorithm="EAGLE", num_steps=2, eagle_topk=1),
+    )
+    run = _simulated_run(tmp_path, settings, (1, 4))
+    plan = make_plan(run.cells, fit_only=["no-spec", "e3"])
+    assert {(name, c) for name, c, _ in plan.unpredicted} == {("e1", 1), ("e1", 4)}
+    assert all("family = 'EAGLE': its draft cost was not fitted" in why for _, _, why in plan.unpredicted)
+    assert not any(r.setting == "e1" for r in plan.rows)
+    doc = plan_json(plan, run)
+    assert [u["setting"] for u in doc["unpredicted"]] == ["e1", "e1"]
+
+
+def test_small_figures_keep_three_significant_digits() -> None:
+    from specfrontier.cli.perfmodel import _fmt_interval, _num
+
+    assert [_num(x) for x in (0.0123, 0.8, 1.3, 12.34, 123.4, 1733.2)] == [
+        "0.0123",
+        "0.8",
+        "1.30",
+        "12.3",
+        "123",
+        "1733",
+    ]
+    assert _fmt_interval((0.8, 1.3)) == "0.8-1.30"  # not "1-1"
