@@ -66,13 +66,18 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     console.print(
         f"[bold]plan for run {escape(run.run_id)}[/bold] ({escape(run.engine)}, {kind.get(run.kind, run.kind)}); "
         f"fitted on: {escape(', '.join(plan.fitted_settings))}"
+        + (
+            f"; held out at every setting: C = {', '.join(map(str, plan.held_out_concurrency))}"
+            if plan.held_out_concurrency
+            else ""
+        )
     )
     console.print("Predictions below are MODEL outputs, not measurements.")
     for line in plan.model.describe():
         console.print(f"  {escape(line)}")
     cells = Table(
         title="predicted vs measured (per-request = decode tok/s of a running request, queue wait excluded; "
-        "aggregate = all tokens / window)"
+        "aggregate = output tok/s of the run's cell: closed loop, over its steady span)"
     )
     for col in ("setting", "C", "metric", "measured", "predicted", "interval", "error %", "fit"):
         cells.add_column(col, justify="left" if col in ("setting", "metric", "fit") else "right")
@@ -115,7 +120,15 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
         console.print(f"  -> size the server for max depth {d.max_depth} at peak C={d.peak_concurrency}: {why}")
 
 
-def run_plan(run_id: str, *, store_path: Path, fit_only: str | None, as_json: bool, console: Console) -> None:
+def run_plan(
+    run_id: str,
+    *,
+    store_path: Path,
+    fit_only: str | None,
+    as_json: bool,
+    console: Console,
+    hold_out_concurrency: str | None = None,
+) -> None:
     """Fit and print; the store is only read (opened read-only: it may be a file the user cannot write)."""
     store = Store(store_path, read_only=True)
     try:
@@ -123,11 +136,24 @@ def run_plan(run_id: str, *, store_path: Path, fit_only: str | None, as_json: bo
     finally:
         store.close()
     names = [n.strip() for n in fit_only.split(",") if n.strip()] if fit_only else None
-    plan = make_plan(run.cells, fit_only=names, rho=run.rho)
+    held = _levels(hold_out_concurrency) if hold_out_concurrency else ()
+    plan = make_plan(run.cells, fit_only=names, hold_out_concurrency=held, rho=run.rho)
     if as_json:
         sys.stdout.write(json.dumps(plan_json(plan, run), indent=2) + "\n")
     else:
         print_plan(plan, run, console)
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    """`--hold-out-concurrency 16,32` as levels; a precise error for anything else."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit() or int(part) < 1:
+            raise ConfigError(
+                f"--hold-out-concurrency = {part!r}: not a concurrency level; fix: whole numbers >= 1, e.g. 16,32"
+            )
+        out.append(int(part))
+    return tuple(out)
 
 
 @app.command("import")
@@ -148,10 +174,24 @@ def plan(
     fit_only: Annotated[
         str | None, typer.Option("--fit-only", help="Fit only these settings (comma-separated); predict the rest.")
     ] = None,
+    hold_out_concurrency: Annotated[
+        str | None,
+        typer.Option(
+            "--hold-out-concurrency",
+            help="Leave these levels out of the fit at every setting (comma-separated, e.g. 16,32); predict them.",
+        ),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="terminal or json.")] = "terminal",
 ) -> None:
     """Fit the performance model to a run: predicted vs measured, the predicted frontier, the max depth."""
 
     if fmt not in ("terminal", "json"):
         raise ConfigError(f"--format = {fmt!r}: not a plan format; fix: use terminal or json")
-    run_plan(run_id, store_path=_existing_path(store), fit_only=fit_only, as_json=fmt == "json", console=console)
+    run_plan(
+        run_id,
+        store_path=_existing_path(store),
+        fit_only=fit_only,
+        as_json=fmt == "json",
+        console=console,
+        hold_out_concurrency=hold_out_concurrency,
+    )

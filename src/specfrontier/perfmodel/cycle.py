@@ -10,8 +10,8 @@ simulator); each is linear in non-negative coefficients once one shape parameter
 
 s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
 draft cost, so this module lays the draft columns out per family). Coefficients are fitted by
-non-negative least squares on RELATIVE residuals (T_pred/T_obs - 1), so a 2 ms and a 40 ms cycle weigh
-the same, and every term stays physical (no negative costs).
+non-negative least squares (scipy's `nnls`) on RELATIVE residuals (T_pred/T_obs - 1), so a 2 ms and a
+40 ms cycle weigh the same, and every term stays physical (no negative costs).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.optimize import nnls
 
 from specfrontier.perfmodel.types import SettingParams
 from specfrontier.theory.cycle import CYCLE_FORMS, VERIFY_TERM_NAMES, verified_tokens, verify_terms
@@ -29,7 +30,7 @@ Matrix = NDArray[np.float64]
 FORMS = CYCLE_FORMS
 """The forms the model fits and chooses between: all of the theory's."""
 RHO_GRID = tuple(float(x) for x in np.geomspace(1 / 1024, 1 / 4, 11))
-RIDGE_GRID = (8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0)
+RIDGE_GRID = tuple(float(round(x)) for x in np.geomspace(8, 2048, 25))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,42 +94,6 @@ def features(form: str, shape: float | None, families: Sequence[str], batch: int
     return np.asarray(row, dtype=np.float64)
 
 
-def nnls(a: Matrix, b: Matrix, *, max_iterations: int = 200) -> Matrix:
-    """Lawson-Hanson non-negative least squares: argmin ||A x - b|| subject to x >= 0.
-
-    Written here rather than adding scipy for one routine. The systems are tiny (tens of rows, under ten
-    columns), so each passive-set solve uses the normal equations (with a 1e-12 relative ridge against
-    exactly collinear terms), which is much cheaper than a fresh SVD per step."""
-    n = a.shape[1]
-    ata = a.T @ a
-    atb = a.T @ b
-    ridge = 1e-12 * max(1.0, float(np.trace(ata)))
-    x = np.zeros(n)
-    passive = np.zeros(n, dtype=bool)
-    w = atb - ata @ x
-    tol = 1e-10 * max(1.0, float(np.abs(atb).max(initial=0.0)))
-    for _ in range(max_iterations):
-        if passive.all() or w[~passive].max(initial=-np.inf) <= tol:
-            break
-        passive[int(np.argmax(np.where(passive, -np.inf, w)))] = True
-        while True:
-            z = np.zeros(n)
-            sub = ata[np.ix_(passive, passive)] + ridge * np.eye(int(passive.sum()))
-            z[passive] = np.linalg.solve(sub, atb[passive])
-            if (z[passive] > 0).all():
-                x = z
-                break
-            mask = passive & (z <= 0)
-            step = np.min(x[mask] / np.maximum(x[mask] - z[mask], 1e-300))
-            x = x + step * (z - x)
-            passive &= x > 1e-12
-            x[~passive] = 0.0
-            if not passive.any():
-                break
-        w = atb - ata @ x
-    return x
-
-
 def shapes(form: str, rho: float | None) -> tuple[float | None, ...]:
     """The shape parameters a form is tried with: rho known from the model card, else the grid."""
     if form == "moe":
@@ -154,7 +119,7 @@ def fit_form(
             for o in observations
         ]
     )
-    coef = nnls(rows, np.ones(len(observations)))
+    coef, _ = nnls(rows, np.ones(len(observations)))
     resid = rows @ coef - 1.0
     rms = float(np.sqrt(np.mean(resid**2)))
     return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef)), rms
@@ -167,7 +132,6 @@ __all__ = [
     "CycleObservation",
     "features",
     "fit_form",
-    "nnls",
     "shapes",
     "term_names",
 ]

@@ -134,6 +134,8 @@ class Plan:
     depth: tuple[DepthChoice, ...]
     unpredicted: tuple[tuple[str, int, str], ...] = ()
     """(setting, C, why) of every measured cell the model could not predict, so none is dropped silently."""
+    held_out_concurrency: tuple[int, ...] = ()
+    """Levels left out of the fit for every setting (`--hold-out-concurrency`)."""
 
     def errors(self, *, in_fit: bool) -> list[float]:
         return [abs(r.error_pct) for r in self.rows if r.in_fit == in_fit]
@@ -169,23 +171,44 @@ def levels(cells: Sequence[ModelCell]) -> list[int]:
     return sorted(out)
 
 
-def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = None, rho: float | None = None) -> Plan:
-    """Fit on `cells` (or only the named settings') and predict every cell, the frontier and the depth."""
+def make_plan(
+    cells: Sequence[ModelCell],
+    *,
+    fit_only: Sequence[str] | None = None,
+    hold_out_concurrency: Sequence[int] = (),
+    rho: float | None = None,
+) -> Plan:
+    """Fit on `cells` (or only the named settings', without the held-out concurrency levels) and predict
+    every cell, the frontier and the depth. Raises ConfigError naming the option for an unknown setting
+    or level, or a split that leaves nothing to fit."""
     if not cells:
         raise ConfigError(
             "plan: the run has no closed-loop cells (open-loop cells are not modelled); "
             "fix: plan a run measured at concurrency levels (load.mode: closed)"
         )
     names = list(dict.fromkeys(c.setting for c in cells))
+    fitted = list(cells)
     if fit_only:
         missing = [n for n in fit_only if n not in names]
         if missing:
             raise ConfigError(
                 f"--fit-only = {missing[0]!r}: not a setting of this run; fix: use some of {', '.join(names)}"
             )
-        fitted = [c for c in cells if c.setting in set(fit_only)]
-    else:
-        fitted = list(cells)
+        fitted = [c for c in fitted if c.setting in set(fit_only)]
+    held_levels = frozenset(hold_out_concurrency)
+    if held_levels:
+        measured = sorted({c.concurrency for c in cells})
+        unknown = sorted(held_levels - set(measured))
+        if unknown:
+            raise ConfigError(
+                f"--hold-out-concurrency = {unknown[0]}: not a level of this run; "
+                f"fix: use some of {', '.join(map(str, measured))}"
+            )
+        fitted = [c for c in fitted if c.concurrency not in held_levels]
+        if not fitted:
+            raise ConfigError(
+                "--hold-out-concurrency: holds out every level the fit could use; fix: hold out fewer levels"
+            )
     model = fit_model(fitted, rho=rho)
     fitted_names = tuple(dict.fromkeys(c.setting for c in fitted))
     rows = []
@@ -196,7 +219,7 @@ def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = No
         except ConfigError as exc:  # e.g. a drafter the fit never saw: said, with the reason, not dropped
             unpredicted.append((c.setting, c.concurrency, str(exc).removeprefix("model: ")))
             continue
-        in_fit = c.setting in fitted_names
+        in_fit = c.setting in fitted_names and c.concurrency not in held_levels
         if c.per_request_tok_s is not None:
             rows.append(
                 PlanRow(
@@ -243,7 +266,9 @@ def make_plan(cells: Sequence[ModelCell], *, fit_only: Sequence[str] | None = No
             per_level.append((level, cand.params.steps, pred))
         peak = per_level[-1]
         depth.append(DepthChoice(family, tuple(per_level), peak[0], peak[1]))
-    return Plan(model, fitted_names, tuple(rows), tuple(frontier), tuple(depth), tuple(unpredicted))
+    return Plan(
+        model, fitted_names, tuple(rows), tuple(frontier), tuple(depth), tuple(unpredicted), tuple(sorted(held_levels))
+    )
 
 
 def _predictable(model: FittedModel, params: SettingParams) -> bool:
@@ -282,11 +307,12 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
         "note": "predictions are model outputs fitted to the listed settings, not measurements",
         "definitions": {
             "per_request_tok_s": "decode tok/s of one request (tokens after the first / time after the first token)",
-            "aggregate_tok_s": "all output tokens / window, closed loop at concurrency C",
+            "aggregate_tok_s": "output tok/s of the run's cell at concurrency C (closed loop: over its steady span)",
             "interval": "prediction x (1 +/- 2 x leave-one-cell-out RMS relative error of the chosen form)",
             "error_pct": "100 x (predicted / measured - 1)",
         },
         "fitted_settings": list(plan.fitted_settings),
+        "held_out_concurrency": list(plan.held_out_concurrency),
         "model": {
             "form": m.form,
             "shape": m.cycle.shape,

@@ -9,8 +9,9 @@ without a GPU, and to check a model against measured cells (`calibrate`), never 
 the real server.
 
 - `profile`: `SimProfile`, `load_profile(name)`; `setting`: SGLang's flag rules (`SimSetting`);
-- `core`: the event loop; `virtual`: closed-loop cells in virtual time returning `RequestRecord`s,
-  and the seed grid; `steady`: the closed-form surrogate used for fitting;
+- `core`: the event loop; `virtual`: closed-loop cells in virtual time returning `RequestRecord`s;
+  `protocol`: how `tune --engine sim` drives and summarises a cell (shared with `calibrate`);
+  `steady`: the closed-form surrogate used for fitting;
 - `calibrate`: fit a profile to measured cells (`calibrate.calibrate`; not re-exported here, so the
   name `specfrontier.sim.calibrate` stays the module) and print the per-cell comparison.
 """
@@ -26,25 +27,18 @@ from specfrontier.sim.core import ServerCore, SimRequest, StepResult
 from specfrontier.sim.costs import capacity, capacity_law, cycle_time_ms, prefill_time_ms
 from specfrontier.sim.measurements import MeasuredCell, Measurements, load_measurements, parse_measurements
 from specfrontier.sim.profile import SimProfile, WorkloadModel, available_profiles, load_profile, parse_profile
+from specfrontier.sim.protocol import CellFigures, CellProtocol, predict_figures, seed_protocol, simulate_repeat
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 from specfrontier.sim.steady import SteadyCell, steady_cell
-from specfrontier.sim.virtual import (
-    GridCell,
-    SeedProtocol,
-    best_steps,
-    run_grid,
-    seed_setting,
-    simulate_cell,
-    simulate_seed_cell,
-)
+from specfrontier.sim.virtual import simulate_cell
 
 __all__ = [
     "CalibrationTable",
-    "GridCell",
+    "CellFigures",
+    "CellProtocol",
     "MeasuredCell",
     "Measurements",
     "ResolvedSetting",
-    "SeedProtocol",
     "ServerCore",
     "SimProfile",
     "SimRequest",
@@ -54,7 +48,6 @@ __all__ = [
     "TableRow",
     "WorkloadModel",
     "available_profiles",
-    "best_steps",
     "calibrate_main",
     "capacity",
     "capacity_law",
@@ -63,13 +56,13 @@ __all__ = [
     "load_profile",
     "parse_measurements",
     "parse_profile",
+    "predict_figures",
     "predict_table",
     "prefill_time_ms",
     "render_table",
     "resolve_setting",
-    "run_grid",
-    "seed_setting",
+    "seed_protocol",
     "simulate_cell",
-    "simulate_seed_cell",
+    "simulate_repeat",
     "steady_cell",
 ]

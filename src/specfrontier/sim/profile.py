@@ -124,13 +124,6 @@ class SimProfile(_Strict):
     cycle: CycleCostModel = Field(description="Decode cycle cost.")
     prefill: PrefillModel = Field(description="Prefill cost.")
     workloads: dict[str, WorkloadModel] = Field(min_length=1, description="Workload classes by name.")
-    harness_gap_ms: float = Field(
-        0.0,
-        ge=0,
-        description="Turnaround of the client that produced the calibration data, between a request's end "
-        "and its worker's next send; used by the seed protocol (virtual.SeedProtocol, calibrate), not by "
-        "simulate_cell unless passed as its client_gap_ms.",
-    )
 
     def workload(self, name: str, *, where: str = "simulate_cell") -> WorkloadModel:
         """The named workload class, or a ConfigError listing the known ones."""

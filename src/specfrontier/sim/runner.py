@@ -7,7 +7,6 @@ They land in the same store, so `report`, `runs --json` and the analysis treat t
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Sequence
 
 import specfrontier
@@ -16,13 +15,13 @@ from specfrontier.engines.sglang import SGLangSetting, setting_args
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.metrics.window import cell_metrics
-from specfrontier.runs.cell import CellDone, per_request_counters, requests_per_cell
+from specfrontier.runs.cell import CellDone, per_request_counters
 from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.profile import SimProfile, load_profile
-from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
-from specfrontier.sim.virtual import simulate_cell
+from specfrontier.sim.protocol import CellProtocol, sim_setting, simulate_repeat
+from specfrontier.sim.setting import ResolvedSetting, resolve_setting
 from specfrontier.store import Store
 
 SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction, not a measurement)"
@@ -31,16 +30,6 @@ SIM_SOURCE = "simulator per-request draft/accept/verify counts (model prediction
 def sglang_command(setting: SGLangSetting, *, model_path: str = "<model-path>") -> list[str]:
     """The SGLang launch command that serves `setting` (what to run on the real deployment)."""
     return ["python", "-m", "sglang.launch_server", "--model-path", model_path, *setting_args(setting)]
-
-
-def _sim_setting(setting: SGLangSetting) -> SimSetting:
-    return SimSetting(
-        algorithm=setting.algorithm,
-        num_steps=setting.num_steps,
-        eagle_topk=setting.eagle_topk,
-        num_draft_tokens=setting.num_draft_tokens,
-        max_running_requests=setting.max_running_requests,
-    )
 
 
 class VirtualSweep:
@@ -70,7 +59,7 @@ class VirtualSweep:
         for s in self.config.settings:  # every refusal happens here, before the run exists
             try:
                 self.resolved[s.name] = resolve_setting(
-                    _sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
+                    sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
                 )
             except ConfigError as exc:
                 raise ConfigError(f"settings[{s.name}]: {exc}") from exc
@@ -126,6 +115,7 @@ class VirtualSweep:
         """Every missing cell of one setting, only at `levels` when given (the search's subset); the
         setting is resolved and refused here if SGLang would reject it."""
         cfg, w = self.config, self.config.workload
+        protocol = CellProtocol.of(cfg)
         resolved = self._resolve(s)
         done = self.store.done_cells(run_id)
         label = f"sim:{self.engine.workload_class}|t={w.temperature}|max={w.max_tokens}|in={self.engine.input_tokens}"
@@ -141,20 +131,7 @@ class VirtualSweep:
             for c in cfg.concurrency:
                 if (s.name, label, c, repeat) in done or (levels is not None and c not in levels):
                     continue
-                records = simulate_cell(
-                    self.profile,
-                    _sim_setting(s),
-                    concurrency=c,
-                    num_requests=max(self.engine.min_requests, requests_per_cell(cfg.rounds_per_cell, c, 1)),
-                    workload=self.engine.workload_class,
-                    temperature=w.temperature,
-                    ignore_eos=w.ignore_eos,
-                    input_tokens=self.engine.input_tokens,
-                    max_tokens=w.max_tokens,
-                    warmup_requests=cfg.warmup_rounds * c,
-                    seed=self.engine.seed + zlib.crc32(f"{s.name}/{c}/{repeat}".encode()),
-                    min_duration_s=cfg.cell_duration_s,
-                )
+                records = simulate_repeat(self.profile, s.name, sim_setting(s), c, repeat, protocol)
                 counters = per_request_counters(records)
                 self.store.record_cell(
                     run_id,
@@ -174,7 +151,7 @@ class VirtualSweep:
         if s.name not in self.resolved:  # a setting the search added (a deeper chain)
             try:
                 self.resolved[s.name] = resolve_setting(
-                    _sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
+                    sim_setting(s), spec_default_cap=self.profile.capacity.spec_default_cap
                 )
             except ConfigError as exc:
                 raise ConfigError(f"settings[{s.name}]: {exc}") from exc

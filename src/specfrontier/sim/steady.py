@@ -5,12 +5,11 @@ It is smooth in every profile parameter, which the event loop is not (random dra
 Like everything in `sim`, it is a model prediction, not a measurement.
 
 Approximation: B = min(C, capacity) requests run in lock step; a wave prefills B prompts (chunked),
-then decodes `max_tokens - 1` tokens at tau tokens per cycle of `cycle_time_ms(B)`; the slots that no
-queued request refills wait for their client's turnaround (the profile's `harness_gap_ms`):
+then decodes `max_tokens - 1` tokens at tau tokens per cycle of `cycle_time_ms(B)` (the client sends
+the next request as soon as one ends, as `tune`'s does):
 
     per-request tok/s = 1000 * tau / T(B)
-    aggregate tok/s   = 1000 * B * max_tokens / (prefill_ms(B prompts) + (max_tokens - 1) / tau * T(B)
-                                                 + harness_gap_ms * max(0, 2B - C) / B)
+    aggregate tok/s   = 1000 * B * max_tokens / (prefill_ms(B prompts) + (max_tokens - 1) / tau * T(B))
 """
 
 from __future__ import annotations
@@ -55,10 +54,7 @@ def steady_cell(
     prompt = batch * input_tokens
     chunks = max(1, math.ceil(prompt / profile.prefill.chunk_tokens))
     prefill = chunks * profile.prefill.batch_ms + profile.prefill.token_ms * prompt
-    # A worker's turnaround leaves its slot idle unless a queued request takes it: with q = C - B queued,
-    # B - q of the B slots freed at the end of a lock-step wave wait for their client.
-    exposed = max(0, batch - (concurrency - batch)) / batch
-    wave_ms = prefill + (max_tokens - 1) / tau * cycle + profile.harness_gap_ms * exposed
+    wave_ms = prefill + (max_tokens - 1) / tau * cycle
     return SteadyCell(
         batch=batch,
         acceptance_length=tau,

@@ -12,7 +12,6 @@ import pytest
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel import ModelCell, SettingParams, fit_capacity, fit_model
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, solve_alpha
-from specfrontier.perfmodel.cycle import nnls
 from specfrontier.theory.acceptance import chain_tau, tree_tau
 
 RATES = (0.9, 0.85, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8)
@@ -131,13 +130,6 @@ def test_chain_and_tree_tau() -> None:
     assert solve_alpha(p, FamilyAcceptance.constant(0.7, "").tau(p)) == pytest.approx(0.7, abs=1e-6)
 
 
-def test_nnls_matches_an_exact_non_negative_solution_and_clips_negative_parts() -> None:
-    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    assert nnls(a, a @ np.array([2.0, 3.0])) == pytest.approx([2.0, 3.0])
-    x = nnls(a, np.array([-1.0, 2.0, 1.0]))
-    assert (x >= 0).all() and x[0] == 0.0
-
-
 def test_unfittable_inputs_raise_config_errors_naming_the_fix() -> None:
     with pytest.raises(ConfigError, match="at least 2"):
         fit_model(_cells([], [1]))
@@ -165,3 +157,29 @@ def test_turnaround_overhead_is_fitted_from_aggregates_with_output_lengths() -> 
     got = model.predict(target, 6)
     assert got.per_request_tok_s == pytest.approx(v, rel=0.01)
     assert got.aggregate_tok_s == pytest.approx(6 * length / ((200 + 180) / 1000 + length / v), rel=0.01)
+
+
+def test_a_ridge_between_powers_of_two_is_found_and_the_best_depth_is_right_at_every_level() -> None:
+    # Ground truth: verification turns compute-bound at 45 verified tokens (not a power of two, where the
+    # ridge grid used to be), aggregate tok/s only, no acceptance and no capacity: a public sweep's shape.
+    def truth(b: int, p: SettingParams) -> float:
+        n = b * p.verified
+        return 15.0 + 0.1 * b + p.steps * 0.2 * b + 0.4 * max(0.0, n - 45)
+
+    levels = (1, 2, 4, 8, 16, 32, 64)
+    cells = []
+    for s in range(1, 7):
+        p = SettingParams(steps=s, family="EAGLE3")
+        tau = chain_tau([0.93] * s)
+        for c in levels:
+            b = min(c, math.floor(106 / (2 + p.verified)))
+            cells.append(ModelCell(f"s{s}", p, c, aggregate_tok_s=1000 * b * tau / truth(b, p)))
+    model = fit_model([c for c in cells if c.params.steps <= 3])
+    held = [c for c in cells if c.params.steps > 3]
+    errors = [abs(model.predict(c.params, c.concurrency).aggregate_tok_s / (c.aggregate_tok_s or 1) - 1) for c in held]
+    assert model.form == "roofline" and max(errors) < 0.05
+    for c in levels:
+        row = [x for x in cells if x.concurrency == c]
+        best = max(row, key=lambda x: x.aggregate_tok_s or 0.0)
+        chosen = max(row, key=lambda x: model.predict(x.params, c).aggregate_tok_s)
+        assert (chosen.aggregate_tok_s or 0.0) >= 0.99 * (best.aggregate_tok_s or 0.0), c

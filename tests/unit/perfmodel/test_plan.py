@@ -161,3 +161,36 @@ def test_small_figures_keep_three_significant_digits() -> None:
         "1733",
     ]
     assert _fmt_interval((0.8, 1.3)) == "0.8-1.30"  # not "1-1"
+
+
+def test_hold_out_by_concurrency_predicts_the_levels_left_out(tmp_path: Path) -> None:
+    store, run_id = _seed_run(tmp_path)
+    cells = run_cells(store, run_id).cells
+    plan = make_plan(cells, hold_out_concurrency=[4, 64])
+    held = {(r.setting, r.concurrency) for r in plan.rows if not r.in_fit}
+    assert held == {(c.setting, c.concurrency) for c in cells if c.concurrency in (4, 64)}
+    assert plan.held_out_concurrency == (4, 64) and plan.model.cells == 14 - len(held)
+    # with --fit-only too: a held-out setting is held out at every level
+    both = make_plan(cells, fit_only=["steps1", "steps2", "steps3"], hold_out_concurrency=[4])
+    assert {r.setting for r in both.rows if r.in_fit} == {"steps1", "steps2", "steps3"}
+    assert all(r.concurrency != 4 for r in both.rows if r.in_fit)
+    with pytest.raises(ConfigError, match=r"--hold-out-concurrency = 8: not a level of this run; fix: use some of 1"):
+        make_plan(cells, hold_out_concurrency=[8])
+    with pytest.raises(ConfigError, match=r"--hold-out-concurrency: holds out every level"):
+        make_plan(cells, hold_out_concurrency=[1, 4, 16, 32, 64])
+
+
+def test_cli_plan_hold_out_concurrency(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, run_id = _seed_run(tmp_path)
+    store.close()
+    db = str(tmp_path / "s.db")
+    code, out, _ = _cli(monkeypatch, capsys, "plan", run_id, "--store", db, "--hold-out-concurrency", "4")
+    assert code == 0 and "held out at every setting: C = 4" in out
+    code, out, _ = _cli(monkeypatch, capsys, "plan", run_id, "--store", db, "--hold-out-concurrency", "4", "-f", "json")
+    doc = json.loads(out)
+    assert doc["held_out_concurrency"] == [4]
+    assert {c["concurrency"] for c in doc["cells"] if not c["in_fit"]} == {4}
+    code, _, err = _cli(monkeypatch, capsys, "plan", run_id, "--store", db, "--hold-out-concurrency", "x")
+    assert code == 2 and "--hold-out-concurrency = 'x'" in err and "fix:" in err

@@ -48,7 +48,6 @@ def test_fitting_a_profile_to_its_own_predictions_recovers_the_table() -> None:
             "cycle.base_ms": truth.cycle.base_ms * 1.2,
             "cycle.draft_token_ms": truth.cycle.draft_token_ms * 0.6,
             "cycle.compute_token_ms": truth.cycle.compute_token_ms * 1.4,
-            "harness_gap_ms": truth.harness_gap_ms * 0.5,
             ACCEPTANCE: 1.3,
         },
         "synthetic",
