@@ -136,3 +136,39 @@ def test_a_csv_saved_with_a_byte_order_mark_imports(tmp_path: Path) -> None:
     path = tmp_path / "bom.csv"
     path.write_bytes("\ufeffengine,setting,concurrency,aggregate_tok_s\nsglang,base,1,10\n".encode())
     assert load_table(path).settings[0].name == "base"
+
+
+def test_every_problem_of_a_file_is_listed_at_once(tmp_path: Path) -> None:
+    rows = [
+        {**GOOD, "tokps": 3},
+        GOOD,
+        {**GOOD, "aggregate_tok_s": -5, "concurrency": 8},
+        {**GOOD, "concurrency": 4},
+    ]
+    with pytest.raises(ConfigError) as info:
+        load_table(_rows(tmp_path, rows))
+    text = str(info.value)
+    assert text.splitlines()[0].endswith("3 problem(s), nothing imported:")
+    assert "- row 1: tokps = 3: unknown column" in text
+    assert "- row 3: aggregate_tok_s = -5: must be > 0" in text
+    assert "- row 4: setting 'EAGLE3-s2' at concurrency 4 repeats" in text and text.count("fix:") == 3
+
+
+def test_a_speedup_table_imports_against_its_stated_baseline(tmp_path: Path) -> None:
+    rows = [
+        {"algorithm": None, "concurrency": 1, "per_request_tok_s": 100.0, "aggregate_tok_s": 100.0},
+        {"algorithm": "EAGLE3", "num_steps": 3, "concurrency": 1, "speedup": 2.5},
+        {"algorithm": "EAGLE3", "num_steps": 3, "concurrency": 8, "speedup": 1.5, "speedup_of": "aggregate_tok_s",
+         "baseline_tok_s": 600},
+    ]  # fmt: skip
+    table = load_table(_rows(tmp_path, rows))
+    by_level = {c.concurrency: c for c in table.cells if c.setting_id == "EAGLE3-s3"}
+    assert by_level[1].per_request_tok_s == pytest.approx(250.0) and by_level[1].aggregate_tok_s is None
+    assert "speedup 2.5 x 100 tok/s of no-spec at concurrency 1" in by_level[1].source
+    assert by_level[8].aggregate_tok_s == pytest.approx(900.0) and "baseline_tok_s on the row" in by_level[8].source
+    no_base = [{"algorithm": "EAGLE3", "num_steps": 3, "concurrency": 4, "speedup": 2.0}]
+    with pytest.raises(ConfigError, match=r"speedup = 2: no baseline per_request_tok_s at concurrency 4; fix: add the"):
+        load_table(_rows(tmp_path, no_base))
+    on_baseline = [{"algorithm": None, "concurrency": 1, "speedup": 1.0}]
+    with pytest.raises(ConfigError, match=r"speedup = 1 on the setting without speculation"):
+        load_table(_rows(tmp_path, on_baseline))

@@ -20,7 +20,7 @@ from specfrontier.cli.app import (
     console,
 )
 from specfrontier.errors import ConfigError
-from specfrontier.perfmodel.plan import Plan, RunCells, make_plan, plan_json, run_cells
+from specfrontier.perfmodel.plan import Plan, RunCells, make_plan, plan_json, run_cells, within_model_error
 from specfrontier.runs.imported import load_table, store_table
 from specfrontier.store import Store
 
@@ -53,10 +53,9 @@ def _fmt_interval(iv: tuple[float, float] | None) -> str:
     return "-" if iv is None else f"{_num(iv[0])}-{_num(iv[1])}"
 
 
-def _margin(margin: float | None, halfwidth: float | None) -> str:
+def _margin(margin: float | None, within: bool | None) -> str:
     if margin is None:
         return "-"
-    within = halfwidth is not None and margin < 100 * halfwidth
     return f"{margin:.1f} %" + (" (within model error)" if within else "")
 
 
@@ -104,7 +103,7 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
         (ca, pa), (cr, pr) = f.best_aggregate, f.best_per_request
         front.add_row(
             str(f.concurrency), escape(ca.name), _num(pa.aggregate_tok_s), _fmt_interval(pa.aggregate_interval),
-            str(pa.batch), _margin(f.runner_up_margin_pct, plan.model.interval_halfwidth),
+            str(pa.batch), _margin(f.runner_up_margin_pct, within_model_error(plan.model, f)),
             escape(cr.name), _num(pr.per_request_tok_s),
         )  # fmt: skip
     console.print(front)

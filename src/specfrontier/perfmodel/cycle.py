@@ -55,6 +55,10 @@ class CycleModel:
     shape: float | None
     families: tuple[str, ...]
     coefficients: tuple[float, ...]
+    unidentified: tuple[tuple[str, ...], ...] = ()
+    """Groups of terms the fitted cells cannot tell apart (their columns are linearly dependent there, e.g.
+    with topk 1 the verify term B*D = B + s*B is the per-request plus the draft-token term): each group's
+    last term is left out of the fit (coefficient 0) and the others carry it, instead of an arbitrary split."""
 
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
         """T(B, setting) in ms (decode only: the overhead terms are left out)."""
@@ -119,10 +123,36 @@ def fit_form(
             for o in observations
         ]
     )
-    coef, _ = nnls(rows, np.ones(len(observations)))
+    names = term_names(form, families)
+    groups, dropped = dependent_columns(rows, names)
+    keep = [i for i in range(rows.shape[1]) if i not in dropped]
+    coef = np.zeros(rows.shape[1])
+    coef[keep], _ = nnls(rows[:, keep], np.ones(len(observations)))
     resid = rows @ coef - 1.0
     rms = float(np.sqrt(np.mean(resid**2)))
-    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef)), rms
+    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), groups), rms
+
+
+def dependent_columns(rows: Matrix, names: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], set[int]]:
+    """Groups of linearly dependent columns (by the null space of the column-normalised design) and the
+    columns to leave out so the rest are independent: per group its last column, the most specific term.
+    All-zero columns (a term these cells do not inform at all, e.g. the overhead without output lengths)
+    are left out silently: they have nothing to split."""
+    norms = np.linalg.norm(rows, axis=0)
+    live = [i for i in range(rows.shape[1]) if norms[i] > 0]
+    dropped = {i for i in range(rows.shape[1]) if norms[i] == 0}
+    groups: list[tuple[str, ...]] = []
+    while len(live) > 1:
+        sub = rows[:, live] / norms[live]
+        _, sing, vt = np.linalg.svd(sub, full_matrices=True)
+        if int(np.sum(sing > 1e-9 * sing[0])) == len(live):
+            break
+        null = vt[-1]  # with full matrices the last right-singular vector lies in the null space
+        members = [live[j] for j in range(len(live)) if abs(null[j]) > 1e-6]
+        groups.append(tuple(names[i] for i in members))
+        dropped.add(members[-1])
+        live.remove(members[-1])
+    return tuple(groups), dropped
 
 
 __all__ = [
@@ -130,6 +160,7 @@ __all__ = [
     "OVERHEAD_TERMS",
     "CycleModel",
     "CycleObservation",
+    "dependent_columns",
     "features",
     "fit_form",
     "shapes",

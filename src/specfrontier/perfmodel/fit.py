@@ -11,8 +11,10 @@ error always prefers the form with more terms. Intervals are the prediction x (1
 error) of the chosen form: an empirical band, roughly 95 % if held-out errors were normal.
 
 When no cell of a drafter family reports acceptance (e.g. an imported table of tok/s only), its
-constant rate alpha is fitted together with the cycle time (grid, then a finer grid around the best):
-the report then says so, because tau and T trade off against each other.
+constant rate alpha is fitted together with the cycle time (grid, then a finer grid around the best),
+one rate per drafter family (family by family, then once more each with the others fixed: an EAGLE head
+and an n-gram drafter accept differently even when neither is measured): the report then says so,
+because tau and T trade off against each other.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class FittedModel:
     rho: float | None = None
     output_tokens: float | None = None
     """Mean output tokens per request of the fitted cells: the L used for predicted aggregates."""
+    loo_rms_by_level: dict[int, float] = field(default_factory=dict)
+    """The chosen form's leave-one-cell-out RMS relative error per measured concurrency level: the model is
+    not equally good at every batch size, and a decision at C should be judged by the error at C."""
 
     @property
     def form(self) -> str:
@@ -64,6 +69,17 @@ class FittedModel:
         """Relative half-width of prediction intervals (None when LOO was not possible)."""
         loo = self.loo_rms.get(self.form)
         return None if loo is None else INTERVAL_WIDTH * loo
+
+    def halfwidth_at(self, concurrency: float) -> float | None:
+        """Relative half-width of the model's error at `concurrency`: INTERVAL_WIDTH x the LOO RMS at that
+        measured level; between measured levels the larger of the two around it, outside them the nearest;
+        the overall half-width when no level has its own."""
+        if not self.loo_rms_by_level:
+            return self.interval_halfwidth
+        levels = sorted(self.loo_rms_by_level)
+        below = [lv for lv in levels if lv <= concurrency][-1:]
+        above = [lv for lv in levels if lv >= concurrency][:1]
+        return INTERVAL_WIDTH * max(self.loo_rms_by_level[lv] for lv in below + above)
 
     def tau(self, params: SettingParams) -> float:
         """Acceptance length: the setting's measured tau if it was measured, else the family model's."""
@@ -135,6 +151,15 @@ class FittedModel:
             f"over {self.cells} cells",
             f"capacity: {self.capacity_law.describe()}",
         ]
+        if self.loo_rms_by_level:
+            by_level = ", ".join(f"C={lv} {100 * rms:.1f} %" for lv, rms in self.loo_rms_by_level.items())
+            lines.append(f"leave-one-cell-out RMS error by concurrency: {by_level}")
+        for group in self.cycle.unidentified:
+            *carriers, left_out = group
+            lines.append(
+                f"not separable from these cells: {left_out} moves with {' and '.join(carriers)} at every fitted "
+                f"cell (left out: they carry its cost; measure other batch sizes or depths to split them)"
+            )
         for name, fam in sorted(self.acceptance.items()):
             rates = ", ".join(f"{a:.3f}" for a in fam.conditional)
             lines.append(f"acceptance [{name}]: conditional per-position rates {rates} ({fam.source})")
@@ -151,11 +176,10 @@ class _Context:
     families: tuple[str, ...]
     free: tuple[str, ...]
 
-    def model(self, cycle: CycleModel, alpha: float | None, train_rms: float, rho: float | None) -> FittedModel:
+    def model(self, cycle: CycleModel, alphas: dict[str, float], train_rms: float, rho: float | None) -> FittedModel:
         acceptance = dict(self.known)
         for f in self.free:
-            assert alpha is not None
-            acceptance[f] = FamilyAcceptance.constant(alpha, "fitted from throughput (no acceptance measured)")
+            acceptance[f] = FamilyAcceptance.constant(alphas[f], "fitted from throughput (no acceptance measured)")
         lengths = [c.output_tokens for c in self.cells if c.output_tokens]
         return FittedModel(
             cycle, acceptance, self.law, self.measured_tau, self.measured_capacity, train_rms, cells=len(self.cells),
@@ -185,8 +209,8 @@ def _context(cells: Sequence[ModelCell]) -> _Context:
     )
 
 
-def _observations(ctx: _Context, alpha: float | None, cells: Sequence[ModelCell]) -> list[CycleObservation]:
-    probe = ctx.model(CycleModel("dense", None, ctx.families, ()), alpha, 0.0, None)
+def _observations(ctx: _Context, alphas: dict[str, float], cells: Sequence[ModelCell]) -> list[CycleObservation]:
+    probe = ctx.model(CycleModel("dense", None, ctx.families, ()), alphas, 0.0, None)
     out = []
     for c in cells:
         batch = running_requests(c.concurrency, probe.capacity(c.params))
@@ -206,28 +230,44 @@ def _fit_on(
     rho: float | None,
     *,
     shape_grid: Sequence[float | None] | None = None,
-    alpha_grid: Sequence[float] | None = None,
+    alpha_grids: dict[str, list[float]] | None = None,
 ) -> FittedModel:
-    """Best shape (and free alpha) for `form` on `cells` by training error; grids default to the full ones."""
+    """Best shape (and free rate per family) for `form` on `cells` by training error; grids default to the
+    full ones (a LOO fold passes the full fit's neighbourhoods)."""
     grid = tuple(shape_grid) if shape_grid is not None else shapes(form, rho)
 
-    def best_for(alpha: float | None) -> tuple[float, CycleModel]:
-        obs = _observations(ctx, alpha, cells)
+    def best_for(alphas: dict[str, float]) -> tuple[float, CycleModel]:
+        obs = _observations(ctx, alphas, cells)
         fits = [fit_form(form, shape, ctx.families, obs) for shape in grid]
         model, rms = min(fits, key=lambda f: f[1])
         return _refine_shape(form, grid, ctx.families, obs, model, rms)
 
     if not ctx.free:
-        rms, model = best_for(None)
-        return ctx.model(model, None, rms, rho)
-    if alpha_grid is None:
-        scored = [(best_for(a), a) for a in ALPHA_COARSE]
-        (_, _), best_alpha = min(scored, key=lambda s: s[0][0])
+        rms, model = best_for({})
+        return ctx.model(model, {}, rms, rho)
+
+    def search(alphas: dict[str, float], family: str, candidates: Sequence[float]) -> tuple[float, CycleModel]:
+        scored = [(best_for({**alphas, family: a}), a) for a in candidates if 0.05 <= a <= 0.9995]
+        (rms, model), alphas[family] = min(scored, key=lambda s: s[0][0])
+        return rms, model
+
+    if alpha_grids is None:
+        # One rate for all first (the starting point), then each family's own: coarse, then fine around it.
+        common = min(ALPHA_COARSE, key=lambda a: best_for(_same_rate(ctx.free, a))[0])
+        alphas = _same_rate(ctx.free, common)
         step = ALPHA_COARSE[1] - ALPHA_COARSE[0]
-        alpha_grid = [float(a) for a in np.linspace(best_alpha - step, best_alpha + step, 9)]
-    scored = [(best_for(a), a) for a in alpha_grid if 0.05 <= a <= 0.9995]
-    (rms, model), alpha = min(scored, key=lambda s: s[0][0])
-    return ctx.model(model, alpha, rms, rho)
+        for family in ctx.free if len(ctx.free) > 1 else ():
+            search(alphas, family, ALPHA_COARSE)
+        alpha_grids = {f: [float(a) for a in np.linspace(alphas[f] - step, alphas[f] + step, 9)] for f in ctx.free}
+    else:
+        alphas = {f: alpha_grids[f][len(alpha_grids[f]) // 2] for f in ctx.free}
+    for family in ctx.free:
+        rms, model = search(alphas, family, alpha_grids[family])
+    return ctx.model(model, alphas, rms, rho)
+
+
+def _same_rate(families: Sequence[str], alpha: float) -> dict[str, float]:
+    return dict.fromkeys(families, alpha)
 
 
 def _refine_shape(
@@ -262,7 +302,9 @@ def _refine_shape(
     return (refined_rms, refined) if refined_rms < rms else (rms, model)
 
 
-def _neighbours(full: FittedModel, form: str, rho: float | None) -> tuple[list[float | None], list[float] | None]:
+def _neighbours(
+    full: FittedModel, form: str, rho: float | None
+) -> tuple[list[float | None], dict[str, list[float]] | None]:
     """The full fit's shape and alpha with their grid neighbours: the search range of a LOO fold.
 
     Refitting a fold over the whole grids would cost 20x more for the same answer in practice; the range
@@ -277,12 +319,11 @@ def _neighbours(full: FittedModel, form: str, rho: float | None) -> tuple[list[f
         below = [g for g in on_grid if g < shape][-1:]
         above = [g for g in on_grid if g > shape][:1]
         shape_grid = [*below, shape, *above]
-    free = [f for f in full.acceptance.values() if f.source.startswith("fitted from throughput")]
+    free = {n: f.alpha for n, f in full.acceptance.items() if f.source.startswith("fitted from throughput")}
     if not free:
         return shape_grid, None
-    a = free[0].alpha
     step = (ALPHA_COARSE[1] - ALPHA_COARSE[0]) / 4
-    return shape_grid, [a - 2 * step, a - step, a, a + step, a + 2 * step]
+    return shape_grid, {n: [a - 2 * step, a - step, a, a + step, a + 2 * step] for n, a in free.items()}
 
 
 def _relative_errors(model: FittedModel, cells: Sequence[ModelCell]) -> list[float]:
@@ -300,26 +341,29 @@ def _rms(values: Sequence[float]) -> float:
     return math.sqrt(sum(v * v for v in values) / len(values)) if values else 0.0
 
 
-def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, float | None]:
-    """The form's fit on all cells, and the RMS relative error of each cell predicted by a fit on all the
-    other cells (None: fewer than 3 cells)."""
+def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, float | None, dict[int, float]]:
+    """The form's fit on all cells, the RMS relative error of each cell predicted by a fit on all the
+    other cells (None: fewer than 3 cells), and that RMS per concurrency level."""
     cells = ctx.cells
     full = _fit_on(ctx, cells, form, rho)
     if len(cells) < 3:
-        return full, None
-    shape_grid, alpha_grid = _neighbours(full, form, rho)
+        return full, None, {}
+    shape_grid, alpha_grids = _neighbours(full, form, rho)
     errors: list[float] = []
+    by_level: dict[int, list[float]] = {}
     for i, held in enumerate(cells):
         rest = cells[:i] + cells[i + 1 :]
         if held.params.speculative and held.params.family not in {c.params.family for c in rest}:
             continue  # a drafter seen only in this cell cannot be predicted without it
         sub = _context(rest)
         try:
-            model = _fit_on(sub, rest, form, rho, shape_grid=shape_grid, alpha_grid=alpha_grid)
-            errors.extend(_relative_errors(model, [held]))
+            model = _fit_on(sub, rest, form, rho, shape_grid=shape_grid, alpha_grids=alpha_grids)
+            held_errors = _relative_errors(model, [held])
         except ConfigError:
             continue
-    return full, (_rms(errors) if errors else None)
+        errors.extend(held_errors)
+        by_level.setdefault(held.concurrency, []).extend(held_errors)
+    return full, (_rms(errors) if errors else None), {lv: _rms(e) for lv, e in sorted(by_level.items())}
 
 
 def fit_model(
@@ -365,6 +409,7 @@ def fit_model(
         len(usable),
         rho,
         model.output_tokens,
+        fits[chosen][2],
     )
 
 

@@ -271,6 +271,19 @@ def make_plan(
     )
 
 
+def within_model_error(model: FittedModel, point: FrontierPoint) -> bool | None:
+    """Whether the best candidate's lead over the second is inside the model's error at this level
+    (`FittedModel.halfwidth_at`): then the choice between them is not settled by the model; measure both."""
+    halfwidth = model.halfwidth_at(point.concurrency)
+    if point.runner_up_margin_pct is None or halfwidth is None:
+        return None
+    return point.runner_up_margin_pct < 100 * halfwidth
+
+
+def _pct(fraction: float | None) -> float | None:
+    return None if fraction is None else round(100 * fraction, 2)
+
+
 def _predictable(model: FittedModel, params: SettingParams) -> bool:
     try:
         model.predict(params, 1)
@@ -309,6 +322,8 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             "per_request_tok_s": "decode tok/s of one request (tokens after the first / time after the first token)",
             "aggregate_tok_s": "output tok/s of the run's cell at concurrency C (closed loop: over its steady span)",
             "interval": "prediction x (1 +/- 2 x leave-one-cell-out RMS relative error of the chosen form)",
+            "model_error_pct": "2 x the leave-one-cell-out RMS relative error at that concurrency (the larger of the "
+            "measured levels around it); a lead over the second best below it is within model error",
             "error_pct": "100 x (predicted / measured - 1)",
         },
         "fitted_settings": list(plan.fitted_settings),
@@ -317,6 +332,7 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             "form": m.form,
             "shape": m.cycle.shape,
             "terms_ms": m.cycle.terms(),
+            "unidentified": [list(group) for group in m.cycle.unidentified],
             "loo_rms_pct": {k: None if v is None else round(100 * v, 2) for k, v in m.loo_rms.items()},
             "train_rms_pct": round(100 * m.train_rms, 2),
             "capacity_law": m.capacity_law.describe(),
@@ -355,6 +371,8 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
                     **_prediction_json(f.best_per_request[1]),
                 },
                 "margin_over_second_pct": None if f.runner_up_margin_pct is None else round(f.runner_up_margin_pct, 2),
+                "model_error_pct": _pct(plan.model.halfwidth_at(f.concurrency)),
+                "within_model_error": within_model_error(plan.model, f),
             }
             for f in plan.frontier
         ],
@@ -385,4 +403,5 @@ __all__ = [
     "make_plan",
     "plan_json",
     "run_cells",
+    "within_model_error",
 ]

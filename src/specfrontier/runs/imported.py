@@ -16,8 +16,8 @@ parameters as the engines spell them (`algorithm`, `method`, `spec_type`, `num_s
 `max_running_requests`), `concurrency` or `batch_size`, `aggregate_tok_s` and/or `per_request_tok_s`,
 optional `capacity` (the engine's read-back max running requests), `acceptance_length` (tau incl. the
 bonus token) and `acceptance_per_position` (P(position i accepted) per verify step; a JSON list, or
-numbers separated by `;` in CSV). Every problem is a ConfigError naming the file, the row, the field and
-the fix, raised before anything is written.
+numbers separated by `;` in CSV). Problems are one ConfigError, raised before anything is written, that
+lists every problem of the file (up to MAX_LISTED_PROBLEMS), each naming the row, the field and the fix.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,22 @@ PARAM_KEYS = (*vocabulary().table_keys, "max_running_requests")
 """Setting parameters a row may carry, as the registered engines spell them (and the model's own names)."""
 _INT_PARAMS = (vocabulary().integer_keys & set(PARAM_KEYS)) | {"max_running_requests"}
 FIGURE_KEYS = ("per_request_tok_s", "aggregate_tok_s", "capacity", "acceptance_length", "acceptance_per_position")
-ROW_KEYS = ("engine", "setting", "concurrency", "batch_size", *PARAM_KEYS, *FIGURE_KEYS)
+SPEEDUP_KEYS = ("speedup", "speedup_of", "baseline_tok_s")
+"""A speed-up table's row: `speedup` x the baseline's `speedup_of` figure (per_request_tok_s by default) at the
+same concurrency; the baseline is `baseline_tok_s` on the row, else the file's row without speculation."""
+ROW_KEYS = ("engine", "setting", "concurrency", "batch_size", *PARAM_KEYS, *FIGURE_KEYS, *SPEEDUP_KEYS)
+_TOK_S = ("per_request_tok_s", "aggregate_tok_s")
 _NAME = re.compile(r"^[A-Za-z0-9_.:+=-]+$")
 _ENGINE = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class _Speedup:
+    """A row given as a speed-up, resolved once every row (and so the baseline's) is read."""
+
+    ratio: float
+    metric: str
+    baseline_tok_s: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +144,26 @@ def _default_name(params: Mapping[str, Any]) -> str:
     return "no-spec" if not sp.speculative else sp.label.replace(" ", "-")
 
 
+def _speedup(row: Mapping[str, Any], where: str, speculative: bool) -> _Speedup | None:
+    ratio = _positive(row.get("speedup"), where, "speedup")
+    if ratio is None:
+        for key in ("speedup_of", "baseline_tok_s"):
+            if not _blank(row.get(key)):
+                raise _fail(where, f"{key} without speedup", f"add speedup, or drop {key}")
+        return None
+    if not speculative:
+        raise _fail(where, f"speedup = {ratio:g} on the setting without speculation", "give the baseline's tok/s")
+    metric = "per_request_tok_s" if _blank(row.get("speedup_of")) else str(row["speedup_of"]).strip()
+    if metric not in _TOK_S:
+        raise _fail(where, f"speedup_of = {row['speedup_of']!r}: not a figure", f"use one of {', '.join(_TOK_S)}")
+    if not _blank(row.get(metric)):
+        raise _fail(where, f"{metric} and speedup both given", f"give one of {metric} and speedup")
+    return _Speedup(ratio, metric, _positive(row.get("baseline_tok_s"), where, "baseline_tok_s"))
+
+
 def _row_parts(
     row: Mapping[str, Any], where: str, default_engine: str | None
-) -> tuple[str, str, dict[str, Any], int, ImportedCellRow, int | None]:
+) -> tuple[str, str, dict[str, Any], int, ImportedCellRow, int | None, _Speedup | None]:
     unknown = [k for k in row if k not in ROW_KEYS]
     if unknown:
         raise _fail(where, f"{unknown[0]} = {row[unknown[0]]!r}: unknown column", f"use only {', '.join(ROW_KEYS)}")
@@ -160,8 +190,11 @@ def _row_parts(
         raise _fail(where, "concurrency is missing", 'add "concurrency" (clients) or "batch_size" (running requests)')
     per_request = _positive(row.get("per_request_tok_s"), where, "per_request_tok_s")
     aggregate = _positive(row.get("aggregate_tok_s"), where, "aggregate_tok_s")
-    if per_request is None and aggregate is None:
-        raise _fail(where, "no figure: aggregate_tok_s and per_request_tok_s are both empty", "add aggregate_tok_s")
+    speedup = _speedup(row, where, sp.speculative)
+    if per_request is None and aggregate is None and speedup is None:
+        raise _fail(
+            where, "no figure: aggregate_tok_s, per_request_tok_s and speedup are all empty", "add aggregate_tok_s"
+        )
     if per_request is not None and aggregate is not None and per_request > aggregate * 1.0001:
         raise _fail(
             where,
@@ -188,42 +221,114 @@ def _row_parts(
     if not _NAME.match(name):
         raise _fail(where, f"setting = {name!r}: letters, digits and _.:+=- only", "rename the setting")
     cell = ImportedCellRow(name, level, per_request, aggregate, tau, positions, where)
-    return engine, name, params, level, cell, capacity
+    return engine, name, params, level, cell, capacity, speedup
+
+
+MAX_LISTED_PROBLEMS = 50
+"""An import error lists at most this many problems (then how many more): enough to fix a file in one go."""
+
+
+def _problems(source: str, problems: list[str]) -> ConfigError:
+    """One error listing every problem of the file, each with its row, field and fix."""
+    listed = [f"- {p.removeprefix(source + ': ')}" for p in problems[:MAX_LISTED_PROBLEMS]]
+    more = len(problems) - len(listed)
+    tail = [f"- ... and {more} more"] if more > 0 else []
+    return ConfigError("\n".join([f"{source}: {len(problems)} problem(s), nothing imported:", *listed, *tail]))
 
 
 def parse_rows(rows: list[Mapping[str, Any]], source: str, *, engine: str | None) -> ImportTable:
-    """Validate rows (from CSV or JSON) into a table; ConfigError names the row and field of any problem."""
+    """Validate rows (from CSV or JSON) into a table. A ConfigError lists every problem of the file, each
+    naming its row, field and fix (a single problem reads as before: `FILE: row N: ...; fix: ...`)."""
     if not rows:
         raise _fail(source, "no rows", "add one row per (setting, concurrency)")
     engines: set[str] = set()
     settings: dict[str, tuple[dict[str, Any], int | None, str]] = {}
     seen: dict[tuple[str, int], str] = {}
     cells = []
+    problems: list[str] = []
     for i, row in enumerate(rows):
         where = f"{source}: row {i + 1}"
-        if not isinstance(row, Mapping):
-            raise _fail(where, f"{row!r}: not an object", "write one object per row")
-        eng, name, params, level, cell, capacity = _row_parts(row, where, engine)
+        try:
+            if not isinstance(row, Mapping):
+                raise _fail(where, f"{row!r}: not an object", "write one object per row")
+            eng, name, params, level, cell, capacity, speedup = _row_parts(row, where, engine)
+            _check_consistent(settings, seen, where, name, params, level, capacity)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
         engines.add(eng)
         if name in settings:
-            known_params, known_cap, first = settings[name]
-            if known_params != params:
-                raise _fail(where, f"setting {name!r} has other parameters than in {first}", "rename one of them")
-            if capacity is not None and known_cap is not None and capacity != known_cap:
-                raise _fail(
-                    where, f"capacity = {capacity} but {first} says {known_cap} for {name!r}", "make them agree"
-                )
+            _, known_cap, first = settings[name]
             settings[name] = (params, known_cap if capacity is None else capacity, first)
         else:
             settings[name] = (params, capacity, where)
-        if (name, level) in seen:
-            raise _fail(where, f"setting {name!r} at concurrency {level} repeats {seen[(name, level)]}", "keep one")
         seen[(name, level)] = where
-        cells.append(cell)
+        cells.append((cell, speedup))
+    resolved = []
+    for cell, speedup in cells:
+        try:
+            resolved.append(cell if speedup is None else _resolve_speedup(cell, speedup, cells, settings))
+        except ConfigError as exc:
+            problems.append(str(exc))
     if len(engines) > 1:
-        raise _fail(source, f"engine: several engines ({', '.join(sorted(engines))})", "import one engine per file")
+        several = f"engine: several engines ({', '.join(sorted(engines))})"
+        problems.append(str(_fail(source, several, "import one engine per file")))
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise _problems(source, problems)
     imported = tuple(ImportedSetting(n, p, cap, setting_params(p).speculative) for n, (p, cap, _) in settings.items())
-    return ImportTable(source, engines.pop(), imported, tuple(cells))
+    return ImportTable(source, engines.pop(), imported, tuple(resolved))
+
+
+def _resolve_speedup(
+    cell: ImportedCellRow,
+    speedup: _Speedup,
+    cells: list[tuple[ImportedCellRow, _Speedup | None]],
+    settings: dict[str, tuple[dict[str, Any], int | None, str]],
+) -> ImportedCellRow:
+    """The row's figure: its speed-up times the stated baseline (its own baseline_tok_s, else the figure of
+    the file's row without speculation at the same concurrency); the source says which."""
+    base, stated = speedup.baseline_tok_s, "baseline_tok_s on the row"
+    if base is None:
+        for other, other_speedup in cells:
+            spec = setting_params(settings[other.setting_id][0]).speculative
+            if not spec and other_speedup is None and other.concurrency == cell.concurrency:
+                base = getattr(other, speedup.metric)
+                stated = f"{other.setting_id} at concurrency {other.concurrency} ({other.source})"
+                break
+    if base is None:
+        raise _fail(
+            cell.source,
+            f"speedup = {speedup.ratio:g}: no baseline {speedup.metric} at concurrency {cell.concurrency}",
+            f"add the row without speculation at concurrency {cell.concurrency} with {speedup.metric}, "
+            "or baseline_tok_s on this row",
+        )
+    figure = speedup.ratio * base
+    source = f"{cell.source} ({speedup.metric} = speedup {speedup.ratio:g} x {base:g} tok/s of {stated})"
+    if speedup.metric == "aggregate_tok_s":
+        return replace(cell, aggregate_tok_s=figure, source=source)
+    return replace(cell, per_request_tok_s=figure, source=source)
+
+
+def _check_consistent(
+    settings: dict[str, tuple[dict[str, Any], int | None, str]],
+    seen: dict[tuple[str, int], str],
+    where: str,
+    name: str,
+    params: dict[str, Any],
+    level: int,
+    capacity: int | None,
+) -> None:
+    """A row against the rows before it: same setting name, same parameters and capacity; one row per level."""
+    if name in settings:
+        known_params, known_cap, first = settings[name]
+        if known_params != params:
+            raise _fail(where, f"setting {name!r} has other parameters than in {first}", "rename one of them")
+        if capacity is not None and known_cap is not None and capacity != known_cap:
+            raise _fail(where, f"capacity = {capacity} but {first} says {known_cap} for {name!r}", "make them agree")
+    if (name, level) in seen:
+        raise _fail(where, f"setting {name!r} at concurrency {level} repeats {seen[(name, level)]}", "keep one")
 
 
 _FLAG = re.compile(r"--speculative-([a-z-]+)[ =]([^\s,()]+)")
@@ -326,7 +431,9 @@ def load_table(path: Path, *, engine: str | None = None) -> ImportTable:
         raise _fail(
             source,
             f"top level = {type(data).__name__}: not a list of rows, {{'cells': [...]}} or the seed table shape",
-            "see `specfrontier import --help` for the accepted shapes",
+            'write a list of row objects ([{"engine": "sglang", "num_steps": 3, "concurrency": 16, '
+            '"aggregate_tok_s": 1733}, ...]), {"engine": ..., "cells": [rows]}, or the seed table shape '
+            "(docs/model.md, `specfrontier import FILE`)",
         )
     _check_model(metadata, source)
     return ImportTable(table.source, table.engine, table.settings, table.cells, metadata)

@@ -52,6 +52,11 @@ def test_seed_fit_on_steps_1_to_3_predicts_steps_4(tmp_path: Path) -> None:
     assert doc["run_kind"] == "imported" and doc["fitted_settings"] == ["steps1", "steps2", "steps3"]
     assert doc["model"]["form"] in ("dense", "moe", "roofline")
     assert {c["in_fit"] for c in doc["cells"]} == {True, False}
+    for point in doc["frontier"]:  # each decision is judged by the model's error at its own level
+        half = plan.model.halfwidth_at(point["concurrency"])
+        assert point["model_error_pct"] == pytest.approx(100 * half, abs=0.01)
+        margin = point["margin_over_second_pct"]
+        assert point["within_model_error"] == (margin < 100 * half)
 
 
 def test_fit_only_names_must_exist(tmp_path: Path) -> None:
