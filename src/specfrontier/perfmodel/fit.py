@@ -349,7 +349,6 @@ def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, floa
     if len(cells) < 3:
         return full, None, {}
     shape_grid, alpha_grids = _neighbours(full, form, rho)
-    errors: list[float] = []
     by_level: dict[int, list[float]] = {}
     for i, held in enumerate(cells):
         rest = cells[:i] + cells[i + 1 :]
@@ -361,8 +360,8 @@ def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, floa
             held_errors = _relative_errors(model, [held])
         except ConfigError:
             continue
-        errors.extend(held_errors)
         by_level.setdefault(held.concurrency, []).extend(held_errors)
+    errors = [e for level_errors in by_level.values() for e in level_errors]
     return full, (_rms(errors) if errors else None), {lv: _rms(e) for lv, e in sorted(by_level.items())}
 
 

@@ -228,7 +228,8 @@ def calibrate(
     upper = [PARAMETER_BOUNDS[n][1] for n in names]
     lo_arr, hi_arr = np.asarray(lower), np.asarray(upper)
     start = np.asarray([1.0 if n == ACCEPTANCE else _get(fitted, n) for n in names])
-    # Keep starts off the bounds: the logistic transform has no gradient there.
+    # Start a little inside the bounds: a parameter the profile sets to 0 (its lower bound) would start on
+    # the bound, where the trust region's scaling leaves almost no step along that axis.
     start = np.clip(start, lo_arr + 1e-3 * (hi_arr - lo_arr), hi_arr - 1e-3 * (hi_arr - lo_arr))
     base = fitted
 

@@ -144,11 +144,13 @@ def predict_figures(
 @functools.cache
 def seed_named_setting(steps: int) -> tuple[str, SimSetting]:
     """The seed grid's setting at `steps` with the name `tune` gives it (names seed the cells); a depth
-    outside the grid gets the same rule (EAGLE3, topk 1, steps + 1 draft tokens) and the name steps<N>."""
+    outside the grid is built as the grid's are (EAGLE3, topk 1; SGLang's rules resolve its draft tokens) and
+    named steps<N>."""
     for s in seed_sim_config().settings:
         if s.algorithm is not None and s.num_steps == steps:
             return s.name, sim_setting(s)
-    return f"steps{steps}", SimSetting(algorithm="EAGLE3", num_steps=steps, eagle_topk=1, num_draft_tokens=steps + 1)
+    name = f"steps{steps}"
+    return name, sim_setting(SGLangSetting(name=name, algorithm="EAGLE3", num_steps=steps, eagle_topk=1))
 
 
 __all__ = [
