@@ -128,7 +128,12 @@ async def test_the_steady_rate_is_the_servers_true_rate_at_every_level(
         assert steady == pytest.approx(truth, rel=0.01), (level, steady, truth)
         assert (cell.steady_concurrency.median or 0) >= 0.99 * level, (level, cell.steady_concurrency.median)
         assert (cell.steady_s.median or 0) >= 3.0  # the duration bound gave the steady span its length
-        if level > 1:
-            assert window < steady  # ramp and drain pull the whole-window figure below the truth
+        # Ramp and drain pull the whole-window figure below the truth. At C=4 and C=16 that loss
+        # (0.01 % and 0.25 % here) is within the wall-clock jitter of the two spans (a CI run read
+        # window 79.717 vs steady 79.711 at C=4), so the strict ordering is asserted only at C=64,
+        # where the loss is about 2 %; below that, the window must not exceed the truth beyond jitter.
+        assert window <= steady * 1.002, (level, window, steady)
+        if level >= 64:
+            assert window < steady, (level, window, steady)
         assert cell.aggregate_tok_s.median == steady  # what decisions compare is the steady figure
         assert not cell.steady_too_short
