@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from specfrontier.records import RequestRecord
+from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
 
@@ -50,6 +53,20 @@ def back_to_back(one_round: list[RequestRecord], rounds: int = 6) -> list[Reques
         )
 
     return [shifted(r, k * length) for k in range(rounds) for r in one_round]
+
+
+def run_virtual(config: Any, store_path: Path, profile: Any = None) -> tuple[Store, str]:
+    """A simulated sweep of `config` run in virtual time into a new store (`profile`: another deployment
+    than the config's, for variants built in a test); the store and the run id."""
+    from specfrontier.sim.runner import VirtualSweep  # the simulator only for the tests that use it
+
+    sweep = VirtualSweep(config)
+    if profile is not None:
+        sweep.profile = profile
+    sweep.attach(Store(store_path))
+    run_id = sweep.new_run()
+    sweep.run_sync(run_id)
+    return sweep.store, run_id
 
 
 def chmod_binds() -> bool:

@@ -184,6 +184,35 @@ def test_garbled_streams_fail_the_setting_instead_of_storing_empty_cells(tmp_pat
     matrix.rows(after=count_rows(store))
 
 
+def test_a_drafter_that_is_silently_wrong_is_flagged_with_cause_and_fix(
+    tmp_path: Path, clean_rows: Rows, matrix: MatrixEntry
+) -> None:
+    """The reported SGLang case: EAGLE-3 weights run under --speculative-algorithm EAGLE start, serve and accept
+    nothing, with no error. The face's profile ships an EAGLE-3 head (`model.draft_head`), so an EAGLE setting
+    drafts tokens the target never accepts: the run completes (evidence, exit 0) and the report names the
+    setting, the evidence and SGLang's fix; the correct EAGLE3 setting is not flagged."""
+    store = tmp_path / "s.db"
+    settings = [{"name": "no-spec"}, {"name": "wrong-head", "algorithm": "EAGLE", "num_steps": 2}]
+    done = _tune(tmp_path, sim_config(store, settings))
+    assert done.returncode == 0, done.stderr
+    run_id = latest_run(store)
+    report = _report(tmp_path, store, run_id)
+    found = report["misconfiguration"]
+    assert [(m["setting"], m["check"]) for m in found] == [("wrong-head", "drafts_rejected")], found
+    assert "acceptance length 1.000" in found[0]["evidence"]
+    assert "algorithm to the head's kind (here likely EAGLE3)" in found[0]["cause"]
+    terminal = cli("report", run_id, "--store", str(store), cwd=tmp_path)
+    assert "wrong-head: likely misconfigured" in " ".join(terminal.stdout.split())
+    rows = count_rows(store)  # the clean run's shape (its speculative setting has another name)
+    assert (rows.cells, rows.requests, len(set(rows.cell_keys))) == (clean_rows.cells, clean_rows.requests, 8)
+    matrix.rows(after=rows, clean=clean_rows)
+
+    good = tmp_path / "good.db"
+    settings = [{"name": "no-spec"}, {"name": "right-head", "algorithm": "EAGLE3", "num_steps": 2}]
+    assert _tune(tmp_path, sim_config(good, settings)).returncode == 0
+    assert _report(tmp_path, good, latest_run(good))["misconfiguration"] == []
+
+
 def _fake_llama_server(path: Path, sig: str) -> Path:
     """An executable that answers llama-server's --help/--version probes, then dies by `sig` when launched."""
     path.write_text(

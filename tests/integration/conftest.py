@@ -40,6 +40,15 @@ def pair_full_acceptance(model_dir: Path) -> SyntheticPair:
 
 
 @pytest.fixture(scope="session")
+def pair_wrong_draft(model_dir: Path) -> SyntheticPair:
+    """The alpha-0 target with the draft of another generated model (seed 1): same vocabulary, so
+    llama-server runs it without an error, and its tokens are almost never the target's (measured 0.1 %)."""
+    target = generate_pair(model_dir, alpha=0.0)
+    other = generate_pair(model_dir, alpha=0.0, seed=1)
+    return SyntheticPair(target=target.target, draft=other.draft, alpha=0.0)
+
+
+@pytest.fixture(scope="session")
 def pair_low_acceptance(model_dir: Path) -> SyntheticPair:
     """alpha 0.3: roughly one draft token in ten is accepted (cpu-engine.md)."""
     return generate_pair(model_dir, alpha=0.3)

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from specfrontier.analysis import load_run, speedup
+from specfrontier.analysis.misconfig import DRAFTS_REJECTED, SLOW_FOR_ONE_USER, misconfigurations
 from specfrontier.config.load import parse_config
+from specfrontier.report import report_markdown
 from specfrontier.runs.sweep import open_sweep
 from specfrontier.store import Store
 from specfrontier.testing.synthetic_models import SyntheticPair
@@ -65,6 +67,25 @@ async def test_full_acceptance_beats_baseline_and_counts_agree(
     assert {s.capacity for s in data.settings} == {1}
     gain = speedup(data, "draft-8", 1)
     assert gain is not None and gain > 1.1, f"full acceptance should beat the baseline, got {gain}"
+    assert misconfigurations(data) == []
+
+
+async def test_a_draft_of_another_model_is_flagged_as_misconfigured(
+    llama_server: Path, pair_wrong_draft: SyntheticPair, tmp_path: Path
+) -> None:
+    """A draft model that never matches the target runs without an error on llama-server; the report flags
+    it with the evidence and llama.cpp's cause and fix (issue 16)."""
+    store, run_id = await _sweep(_config(pair_wrong_draft, tmp_path / "s.db"))
+    data = load_run(store, run_id)
+    assert data.run.status == "done"
+    found = {m.check: m for m in misconfigurations(data)}
+    assert set(found) == {DRAFTS_REJECTED, SLOW_FOR_ONE_USER}, found
+    pooled = data.pooled_counters("draft-8")
+    assert pooled is not None and pooled.draft_tokens > 0 and (pooled.acceptance_rate or 1) < 0.05
+    assert "engine.draft_model (-md) is not a smaller model of the target's family" in found[DRAFTS_REJECTED].cause
+    assert found[SLOW_FOR_ONE_USER].cause.startswith("its drafts are rejected")
+    flags = " ".join(report_markdown(data).split())
+    assert "draft-8: likely misconfigured:" in flags
 
 
 async def test_low_acceptance_loses_to_baseline(

@@ -128,6 +128,21 @@ class EngineSetting(_LaunchArgs):
         without speculation; schedule formats map it to their own engine's names."""
         return None
 
+    def rejected_drafts_hint(self) -> str:
+        """The likely cause, in this engine's terms, when this setting drafts but (almost) nothing is
+        accepted, and the fix. The misconfiguration check (`analysis.misconfig`) prints it; an engine
+        overrides it where it knows a silent mismatch (SGLang: an EAGLE-3 head under EAGLE)."""
+        if "ngram" in (self.drafter or "").lower() or "lookup" in (self.drafter or "").lower():
+            return (
+                "an n-gram drafter proposes continuations of text already seen, and this workload rarely "
+                "repeats it; fix: keep n-gram speculation for copy-heavy workloads (code edits, RAG, "
+                "summaries), or use a draft model"
+            )
+        return (
+            "the drafter does not match the target (a draft of another model, tokenizer or checkpoint, or a "
+            "head of another kind); fix: use the draft model or head trained for this target"
+        )
+
     def parameters(self) -> dict[str, Any]:
         """The parameters that were set explicitly (what distinguishes this setting), for reports."""
         return self.model_dump(exclude={"name"}, exclude_none=True, exclude_defaults=True)

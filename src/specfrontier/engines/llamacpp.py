@@ -116,6 +116,16 @@ class LlamaCppSetting(EngineSetting):
     def drafter(self) -> str | None:
         return self.spec_type if self.speculative else None
 
+    def rejected_drafts_hint(self) -> str:
+        """llama-server checks only that the draft's vocabulary is compatible, not that it predicts the target."""
+        if self.spec_type == "draft-simple":
+            return (
+                "engine.draft_model (-md) is not a smaller model of the target's family: llama-server accepts "
+                "any draft with a compatible vocabulary, so a draft of another model or fine-tune runs without "
+                "an error and its tokens are rejected; fix: use a draft from the target's own family"
+            )
+        return super().rejected_drafts_hint()
+
     @property
     def depth_field(self) -> str | None:
         """A draft model's `draft_n_max`, or the draft length `ngram_size_m` of the sized n-gram types."""

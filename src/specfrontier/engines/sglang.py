@@ -115,6 +115,24 @@ class SGLangSetting(EngineSetting):
     def drafter(self) -> str | None:
         return self.algorithm
 
+    def rejected_drafts_hint(self) -> str:
+        """SGLang loads an EAGLE-3 head under EAGLE (and the reverse) without an error and accepts nothing."""
+        if self.algorithm in ("EAGLE", "EAGLE3"):
+            other = "EAGLE" if self.algorithm == "EAGLE3" else "EAGLE3"
+            return (
+                f"the draft head is not an {self.algorithm} head for this target: SGLang runs an EAGLE-3 head "
+                "under --speculative-algorithm EAGLE (and the reverse) without an error and accepts nothing (a "
+                "reported case: acceptance length 1.0), as it does a head trained for another model; fix: set "
+                f"algorithm to the head's kind (here likely {other}) and engine.draft_model "
+                "(--speculative-draft-model-path) to the head published for this target"
+            )
+        if self.algorithm == "NEXTN":
+            return (
+                "NEXTN drafts with the checkpoint's own MTP layers; a checkpoint without them (or quantised "
+                "without them) drafts noise; fix: use a checkpoint that ships its MTP layers, or EAGLE3 with a head"
+            )
+        return super().rejected_drafts_hint()
+
     @property
     def depth_field(self) -> str | None:
         """`num_steps` of a chain (eagle_topk 1); a tree is not on a depth ladder."""

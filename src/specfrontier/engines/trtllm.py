@@ -218,6 +218,25 @@ class TrtllmSetting(EngineSetting):
     def drafter(self) -> str | None:
         return self.decoding_type
 
+    def rejected_drafts_hint(self) -> str:
+        """TensorRT-LLM's decoding type must match what the draft checkpoint is."""
+        if self.decoding_type in ("Eagle3", "Eagle"):
+            return (
+                "speculative_model is not an EAGLE-3 head trained for this target; fix: set engine.draft_model "
+                "to the Eagle3 head published for this target (an MTP model drafts with decoding_type MTP)"
+            )
+        if self.decoding_type == "MTP":
+            return (
+                "MTP drafts with the checkpoint's own MTP layers; a checkpoint without them drafts noise; fix: "
+                "use a checkpoint that ships its MTP layers, or Eagle3 with a head"
+            )
+        if self.decoding_type == "DraftTarget":
+            return (
+                "the draft model is not a smaller model of the target's family (another tokenizer or training "
+                "data); fix: use a draft of the same family and tokenizer"
+            )
+        return super().rejected_drafts_hint()
+
     @property
     def depth_field(self) -> str | None:
         """`max_draft_len`: every TensorRT-LLM drafter configured here drafts a linear chain of that length."""

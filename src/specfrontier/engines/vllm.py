@@ -158,6 +158,27 @@ class VllmSetting(EngineSetting):
     def drafter(self) -> str | None:
         return self.method
 
+    def rejected_drafts_hint(self) -> str:
+        """vLLM's head methods must match the head's kind; a draft model must share the target's tokenizer."""
+        if self.method in ("eagle", "eagle3"):
+            other = "eagle" if self.method == "eagle3" else "eagle3"
+            return (
+                f"the draft head is not an {self.method} head for this target (a head of the other kind or of "
+                f"another model); fix: set method to the head's kind (here likely {other}) and engine.draft_model "
+                "(speculative_config.model) to the head published for this target"
+            )
+        if self.method == "draft_model":
+            return (
+                "the draft model is not a smaller model of the target's family (another tokenizer or training "
+                "data); fix: use a draft of the same family and tokenizer"
+            )
+        if self.method == "suffix":
+            return (
+                "suffix decoding proposes continuations of text already seen, and this workload rarely repeats "
+                "it; fix: keep suffix/n-gram speculation for agentic or copy-heavy workloads"
+            )
+        return super().rejected_drafts_hint()
+
     @property
     def depth_field(self) -> str | None:
         return "num_speculative_tokens" if self.method is not None and self.num_speculative_tokens else None

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
+from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json
 from specfrontier.metrics.specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
@@ -253,6 +254,7 @@ def report_json(data: RunData) -> dict[str, Any]:
         "workloads": [{"workload": w, **decisions_json(view)} for w, view in data.workload_views() if w],
         "optimism_bias": bias_json(data),
         "correctness_gate": gate_json(data),
+        "misconfiguration": [asdict(m) for m in misconfigurations(data)],
         "session_turns": turns_json(data),
     }
 

@@ -22,6 +22,7 @@ from specfrontier.analysis import (
     recommend,
     speedup,
 )
+from specfrontier.analysis.misconfig import misconfiguration_lines
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
@@ -244,7 +245,7 @@ def flag_lines(data: RunData) -> list[str]:
             )
         if c.steady_too_short:
             lines.append(steady_flag_line(c))
-    return lines + acceptance_flag_lines(data)
+    return lines + acceptance_flag_lines(data) + misconfiguration_lines(data)
 
 
 def steady_flag_line(c: CellSummary) -> str:

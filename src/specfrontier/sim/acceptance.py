@@ -37,16 +37,28 @@ def depth_rates(top1: Sequence[float], setting: ResolvedSetting, rank_share: flo
 
 
 def workload_rates(
-    workload: WorkloadModel, setting: ResolvedSetting, temperature: float, *, after_eos: bool = False
+    workload: WorkloadModel,
+    setting: ResolvedSetting,
+    temperature: float,
+    *,
+    after_eos: bool = False,
+    draft_head: str | None = None,
 ) -> list[float]:
-    """Mean per-depth pass probabilities of a workload class under a setting (before per-request spread)."""
+    """Mean per-depth pass probabilities of a workload class under a setting (before per-request spread).
+
+    A setting whose algorithm is not the deployment's `draft_head` drafts tokens the target never accepts
+    (the head is fed features it was not trained on): every rate is 0, acceptance length 1. A setting that
+    names no algorithm is not checked."""
     if not setting.speculative:
         return []
     base: Sequence[float] = workload.acceptance_per_position
     if after_eos and workload.post_eos_acceptance is not None:
         base = (workload.post_eos_acceptance,)
     top1 = chain_rates(base, setting.num_steps, temperature, workload.temperature_drop)
-    return depth_rates(top1, setting, workload.rank_share)
+    rates = depth_rates(top1, setting, workload.rank_share)
+    if draft_head is not None and setting.algorithm is not None and setting.algorithm != draft_head:
+        return [0.0] * len(rates)
+    return rates
 
 
 def request_miss_scale(dispersion: float, rng: np.random.Generator) -> float:
@@ -60,8 +72,11 @@ def request_miss_scale(dispersion: float, rng: np.random.Generator) -> float:
 
 
 def scaled_rates(rates: Sequence[float], miss_scale: float) -> list[float]:
-    """Rates with their miss rate scaled: `1 - (1 - a) * miss_scale`, kept within [0, 0.9999]."""
-    return [min(_MAX_RATE, max(0.0, 1.0 - (1.0 - a) * miss_scale)) for a in rates]
+    """Rates with their miss rate scaled: `1 - (1 - a) * miss_scale`, kept within [0, 0.9999].
+
+    A rate of 0 (a drafter that never matches the target) stays 0: the spread models prompts that differ in
+    how predictable they are, which cannot make a mismatched drafter right."""
+    return [0.0 if a <= 0 else min(_MAX_RATE, max(0.0, 1.0 - (1.0 - a) * miss_scale)) for a in rates]
 
 
 __all__ = [

@@ -138,8 +138,9 @@ class ServerCore:
         else:
             stop_at, reason = natural, "stop"
         scale = request_miss_scale(workload.request_dispersion, rng)
-        rates = scaled_rates(workload_rates(workload, self.setting, temperature), scale)
-        post = scaled_rates(workload_rates(workload, self.setting, temperature, after_eos=True), scale)
+        head = self.profile.model.draft_head
+        rates = scaled_rates(workload_rates(workload, self.setting, temperature, draft_head=head), scale)
+        post = scaled_rates(workload_rates(workload, self.setting, temperature, after_eos=True, draft_head=head), scale)
         return SimRequest(request_id, send_ns, prompt_tokens, max_tokens, stop_at, natural, reason, rates, post, rng)
 
     def submit(self, request: SimRequest) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -45,6 +45,14 @@ class ModelShape(_Strict):
     experts: int = Field(ge=1, description="Routed experts per MoE layer (E); 1 for a dense model.")
     experts_per_token: int = Field(ge=1, description="Experts each token is routed to (k, top-k).")
     layers: int = Field(ge=1, description="Transformer layers (documentation; costs are per cycle).")
+    draft_head: Literal["EAGLE", "EAGLE3"] | None = Field(
+        None,
+        description=(
+            "The kind of draft head the deployment ships. A setting run under another algorithm loads without "
+            "error and accepts nothing (a reported SGLang case: EAGLE-3 weights under --speculative-algorithm "
+            "EAGLE gave acceptance length 1.0); None: every algorithm drafts with the workload's rates."
+        ),
+    )
 
 
 class CapacityModel(_Strict):

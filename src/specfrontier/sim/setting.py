@@ -49,6 +49,9 @@ class ResolvedSetting:
     """The user's cap, or SGLang's spec default (48) when unset; None = no cap but the capacity law."""
     notes: tuple[str, ...] = field(default=())
     """Rewrites applied, as the warnings SGLang would log."""
+    algorithm: str | None = None
+    """The drafter the server runs (EAGLE, EAGLE3); None without speculation or where the face does not
+    name one (a profile's `draft_head` is then not checked)."""
 
 
 def _bad(field_name: str, value: object, what: str, fix: str) -> ConfigError:
@@ -101,7 +104,7 @@ def resolve_setting(setting: SimSetting, *, spec_default_cap: int = 48) -> Resol
     if cap is None:
         cap = spec_default_cap
         notes.append(f"max_running_requests is reset to {spec_default_cap} for speculative decoding")
-    return ResolvedSetting(True, steps, topk, draft, cap, tuple(notes))
+    return ResolvedSetting(True, steps, topk, draft, cap, tuple(notes), algorithm)
 
 
 __all__ = ["AUTO_PARAMS", "SPEC_ALGORITHMS", "ResolvedSetting", "SimSetting", "resolve_setting"]

@@ -49,7 +49,9 @@ def steady_cell(
     """The surrogate's prediction for one closed-loop cell with fixed-length (ignore_eos) outputs."""
     resolved = resolve_setting(setting, spec_default_cap=profile.capacity.spec_default_cap)
     batch = min(concurrency, capacity(profile, resolved))
-    tau = chain_tau(workload_rates(profile.workload(workload), resolved, temperature))
+    tau = chain_tau(
+        workload_rates(profile.workload(workload), resolved, temperature, draft_head=profile.model.draft_head)
+    )
     cycle = cycle_time_ms(profile, resolved, batch)
     prompt = batch * input_tokens
     chunks = max(1, math.ceil(prompt / profile.prefill.chunk_tokens))

@@ -155,7 +155,8 @@ def resolve_speculation(spec: object, max_batch_size: int) -> ResolvedSetting:
         raise ConfigError(f"max_draft_len must be > 0 for {label}")
     if kind != "MTP" and spec.get("speculative_model", spec.get("speculative_model_dir")) is None:
         raise ConfigError("Draft model must be provided for EAGLE")
-    return ResolvedSetting(True, depth, 1, depth + 1, max_batch_size)
+    head = "EAGLE3" if kind != "MTP" else None  # TensorRT-LLM's Eagle is Eagle3; MTP uses the model's own layers
+    return ResolvedSetting(True, depth, 1, depth + 1, max_batch_size, algorithm=head)
 
 
 def make_config(args: argparse.Namespace) -> TrtllmFaceConfig:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from builders import run_virtual
 from specfrontier.cli import main
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.plan import RunCells, levels, make_plan, plan_json, run_cells
 from specfrontier.runs.imported import load_table, store_table
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 SEED = Path(__file__).resolve().parents[2] / "data" / "seed_frontier.json"
@@ -68,11 +68,7 @@ def test_fit_only_names_must_exist(tmp_path: Path) -> None:
 def _simulated_run(tmp_path: Path, settings: tuple[SGLangSetting, ...], concurrency: tuple[int, ...]) -> RunCells:
     """A one-repeat simulated sweep of `settings`, read back as the model's cells."""
     config = SimTuneConfig(engine=SimEngine(), settings=settings, concurrency=concurrency, repeats=1, rounds_per_cell=2)
-    sweep = VirtualSweep(config)
-    sweep.attach(Store(tmp_path / "sim.db"))
-    run_id = sweep.new_run()
-    sweep.run_sync(run_id)
-    return run_cells(sweep.store, run_id)
+    return run_cells(*run_virtual(config, tmp_path / "sim.db"))
 
 
 def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_shape(tmp_path: Path) -> None:
