@@ -83,3 +83,28 @@ def sglang_slot_for_batch(config: dict[str, Any], batch_size: int) -> list[int]:
     keys = sorted(slots)
     index = bisect.bisect_right(keys, batch_size) - 1
     return slots[keys[max(0, index)]]
+
+
+def trtllm_lookup(schedule: object, max_draft_len: int, max_batch_size: int) -> list[int]:
+    """Draft length per batch size (index 0 unused), raising ValueError where TensorRT-LLM raises.
+
+    TensorRT-LLM `tensorrt_llm/llmapi/llm_args.py` (DecodingBaseConfig.validate_draft_len_schedule, @00043967)
+    and `tensorrt_llm/_torch/speculative/utils.py` (get_draft_len_for_batch_size, @011d0933): keys >= 1,
+    values 0..max_draft_len, the value at the smallest key equal to max_draft_len; a batch size takes the
+    value of the first key not below it (bisect_left), and above the last key no speculation (0)."""
+    if not isinstance(schedule, dict) or not schedule:
+        raise ValueError("draft_len_schedule must be a non-empty dict")
+    items = sorted((int(k), int(v)) for k, v in schedule.items())
+    for key, value in items:
+        if key < 1:
+            raise ValueError(f"draft_len_schedule: batch size keys must be >= 1, got {key}")
+        if value < 0 or value > max_draft_len:
+            raise ValueError(f"draft_len_schedule: values must be in [0, max_draft_len], got {value}")
+    if items[0][1] != max_draft_len:
+        raise ValueError("draft_len_schedule: the value at the smallest batch size must equal max_draft_len")
+    keys = [k for k, _ in items]
+    dense = [0] * (max_batch_size + 1)
+    for bs in range(1, max_batch_size + 1):
+        index = bisect.bisect_left(keys, bs)
+        dense[bs] = items[index][1] if index < len(items) else 0
+    return dense

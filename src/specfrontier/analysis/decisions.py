@@ -14,8 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
-from specfrontier.engines.registry import vocabulary
+from specfrontier.engines.base import EngineSetting
+from specfrontier.engines.registry import stored_setting, vocabulary
+from specfrontier.errors import ConfigError
 from specfrontier.metrics.stats import separated
 
 
@@ -59,7 +63,7 @@ def best_per_concurrency(data: RunData) -> list[Best]:
         margin = beyond = None
         if second is not None and second.aggregate_tok_s.median:
             margin = top_value / second.aggregate_tok_s.median - 1.0
-            beyond = _figures_separated(top.aggregate_tok_s, second.aggregate_tok_s)
+            beyond = figures_separated(top.aggregate_tok_s, second.aggregate_tok_s)
         base = data.cell(data.baseline, c) if data.baseline else None
         speedup = top_value / base.aggregate_tok_s.median if base is not None and base.aggregate_tok_s.median else None
         out.append(Best(c, top.setting, top_value, second.setting if second else None, margin, bool(beyond), speedup))
@@ -97,7 +101,7 @@ def crossovers(data: RunData) -> list[Crossover]:
     return found
 
 
-def _figures_separated(winner: OverRepeats, loser: OverRepeats) -> bool:
+def figures_separated(winner: OverRepeats, loser: OverRepeats) -> bool:
     """`winner` is above `loser` beyond the noise (intervals apart, medians > 1% apart)."""
     wi, li = winner.interval, loser.interval
     if winner.median is None or loser.median is None or wi is None or li is None:
@@ -109,7 +113,7 @@ def _separated(data: RunData, winner: str, loser: str, concurrency: float) -> bo
     w, lo = data.cell(winner, concurrency), data.cell(loser, concurrency)
     if w is None or lo is None:
         return False
-    return _figures_separated(w.aggregate_tok_s, lo.aggregate_tok_s)
+    return figures_separated(w.aggregate_tok_s, lo.aggregate_tok_s)
 
 
 def draft_length(params: dict[str, Any]) -> float:
@@ -119,11 +123,26 @@ def draft_length(params: dict[str, Any]) -> float:
 
 
 def setting_cost(data: RunData, setting: str) -> tuple[int, float]:
-    """Cost order for ties: no speculation (0, 0) < fewer draft tokens < more (1, draft length)."""
+    """Cost order for ties: no speculation (0, 0) < fewer draft tokens < more (1, draft length) < a
+    per-batch-size schedule (2, its deepest draft length): on a tie the static setting is simpler to run."""
     row = data.setting(setting)
     if not row.speculative:
         return (0, 0.0)
-    return (1, draft_length(row.params))
+    return (2 if is_scheduled(data, setting) else 1, draft_length(row.params))
+
+
+def stored_engine_setting(data: RunData, name: str) -> EngineSetting | None:
+    """A stored setting as its engine's setting; None when the stored parameters no longer fit the engine."""
+    try:
+        return stored_setting(data.run.engine, name, data.setting(name).params)
+    except (ConfigError, ValidationError):
+        return None
+
+
+def is_scheduled(data: RunData, name: str) -> bool:
+    """Whether a stored setting runs a per-batch-size schedule, as its engine says (`EngineSetting.scheduled`)."""
+    setting = stored_engine_setting(data, name)
+    return setting is not None and setting.scheduled
 
 
 def beats_baseline(data: RunData, setting: str, concurrency: float) -> bool:
@@ -240,8 +259,11 @@ __all__ = [
     "best_per_concurrency",
     "crossovers",
     "draft_length",
+    "figures_separated",
+    "is_scheduled",
     "recommend",
     "recommended_per_concurrency",
     "setting_cost",
     "speedup",
+    "stored_engine_setting",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from specfrontier.analysis import RunData, load_run
+from specfrontier.analysis.schedule_check import schedule_summary_lines
 from specfrontier.cli.app import (
     StoreOption,
     _open_existing,
@@ -48,7 +48,7 @@ def _print_schedule(schedule: DepthSchedule, data: RunData, console: Console) ->
             f"{lv.aggregate_tok_s:.1f} aggregate tok/s ({solid})"
         )
     ranges = ", ".join(f"batch {e.batch_lo}-{e.batch_hi}: {e.depth}" for e in schedule.entries)
-    console.print(f"  schedule (batch size: depth): {ranges}; above {schedule.entries[-1].batch_hi}: the last depth")
+    console.print(f"  schedule (batch size: depth): {ranges}")
     deepest = schedule.deepest_setting
     capacity = data.setting(deepest).capacity
     console.print(
@@ -85,15 +85,24 @@ def run_schedule(
     model, draft = _paths(data)
     fmt = _format(engine)
     content = fmt.config(schedule, draft_model=draft or "<draft-model-path>")
-    path = str(output) if output is not None else "<adaptive-config.json>"
+    path = str(output) if output is not None else f"<{engine}-schedule-file>"
     command = fmt.command(schedule, content, path, model=model, draft_model=draft)
-    text = json.dumps(content, indent=2) + "\n"
+    console.print(f"  {escape(fmt.above_last(content))}")
+    text = fmt.file_text(content)
     if output is not None:
         write_text_atomic(output, text)
         console.print(f"  wrote {escape(str(output))}")
     else:
         console.print(text, end="", markup=False)
     console.print(f"  launch: {escape(command)}")
+    measured = schedule_summary_lines(data)
+    for line in measured:
+        console.print(f"  measured: {escape(line)}")
+    if not measured:
+        console.print(
+            "  not measured: this schedule is a prediction from static cells; run `tune` with "
+            "`verify_schedule: true` to measure it as one setting at every level (docs/schedules.md)"
+        )
     console.print("\n[bold]Static best per workload[/bold] (one setting, no schedule)")
     for choice in static_choices(data, slo_tpot_ms):
         if choice.setting is None:

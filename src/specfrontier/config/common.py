@@ -191,6 +191,12 @@ class TuneBase(_Strict):
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
+    verify_schedule: bool = Field(
+        False,
+        description="After the settings, run the measured best depth per batch size as one more setting (the "
+        "engine's own schedule, e.g. SGLang's adaptive config) at every level, and report it against the best "
+        "static setting per level (docs/schedules.md).",
+    )
 
     @field_validator("client_workers", mode="before")
     @classmethod
@@ -238,6 +244,26 @@ class TuneBase(_Strict):
             raise ValueError(f"settings: name = {dupes[0]!r} appears twice; fix: give every setting a unique name")
         if not any(not s.speculative for s in self.all_settings()):
             raise ValueError(f"settings: {self.baseline_hint}; speedups are measured against it")
+        return self
+
+    @model_validator(mode="after")
+    def _schedule_verifiable(self) -> TuneBase:
+        if not self.verify_schedule:
+            return self
+        settings = self.all_settings()
+        if settings and not type(settings[0]).runs_schedules:
+            engine = getattr(getattr(self, "engine", None), "name", "?")
+            raise ValueError(
+                f"verify_schedule: engine {engine} cannot run a per-batch-size schedule as one setting yet (SGLang, "
+                f"TensorRT-LLM and the simulator can); fix: remove verify_schedule, and write the schedule with "
+                f"`specfrontier schedule RUN --engine {engine}`"
+            )
+        if self.load.mode == "open":
+            raise ValueError(
+                "verify_schedule: a schedule is keyed by batch size, measured closed loop; fix: use load.mode: closed"
+            )
+        if len(self.workloads) > 1:
+            raise ValueError("verify_schedule: one schedule is verified per workload; fix: run one workload per tune")
         return self
 
     @model_validator(mode="after")

@@ -20,8 +20,9 @@ asks them for commands and readings and stores what comes back. Adapters are che
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
@@ -127,6 +128,26 @@ class EngineSetting(_LaunchArgs):
         """The drafter family in this engine's spelling (SGLang's algorithm, llama.cpp's spec type), None
         without speculation; schedule formats map it to their own engine's names."""
         return None
+
+    runs_schedules: ClassVar[bool] = False
+    """Whether the engine runs a per-batch-size depth schedule as one setting (`with_schedule`), so `tune`'s
+    `verify_schedule` can measure it."""
+
+    def with_schedule(self, depths: Sequence[tuple[int, int]], name: str) -> Self:
+        """This chain as one setting running `depths` ((lowest batch size, depth) per range, 0 = no drafting),
+        validated like a listed one; only engines with `runs_schedules` implement it."""
+        raise NotImplementedError(f"engine setting {type(self).__name__} runs no per-batch-size schedule")
+
+    @property
+    def schedule_batch_sizes(self) -> tuple[int, ...]:
+        """The batch sizes where a scheduled setting's ranges start (empty for a static one)."""
+        return ()
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the setting runs a per-batch-size speculation schedule (SGLang's adaptive config): its
+        cells are then checked against the best static setting at each level (`analysis.schedule_check`)."""
+        return False
 
     def rejected_drafts_hint(self) -> str:
         """The likely cause, in this engine's terms, when this setting drafts but (almost) nothing is
@@ -302,6 +323,14 @@ class ScheduleFormat(ABC):
         self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
     ) -> str:
         """The engine's launch command for one static setting (`stored`: its argv as run, if any)."""
+
+    def file_text(self, config: dict[str, Any]) -> str:
+        """The file as the engine reads it (JSON unless the engine reads another format)."""
+        return json.dumps(config, indent=2) + "\n"
+
+    def above_last(self, config: dict[str, Any]) -> str:
+        """What the engine runs above the schedule's last range (SGLang and vLLM: the last depth)."""
+        return "above the last range: the last depth"
 
 
 @dataclass(frozen=True, slots=True)

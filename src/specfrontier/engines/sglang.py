@@ -20,11 +20,15 @@ Facts the adapter relies on (SGLang 0.5.23):
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+import weakref
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -66,6 +70,15 @@ class SGLangSetting(EngineSetting):
     max_running_requests: int | None = Field(
         None, ge=1, le=100000, description="--max-running-requests (SGLang resets an unset one to 48 with spec)."
     )
+    adaptive_config: dict[int, list[int]] | None = Field(
+        None,
+        description=(
+            "--speculative-adaptive with --speculative-adaptive-config: candidate steps per batch size (a "
+            "running batch uses the entry with the largest batch size not above it; one step pins it, several "
+            "let SGLang's controller choose by acceptance; 0 = no drafting). EAGLE/EAGLE3 chains only; "
+            "num_steps must be one of the steps. Unset = a static depth."
+        ),
+    )
     extra_args: tuple[str, ...] = Field(
         (), description="More launch arguments, passed verbatim (not --host/--port/--allow-remote)."
     )
@@ -73,6 +86,8 @@ class SGLangSetting(EngineSetting):
     @model_validator(mode="after")
     def _sglang_constraints(self) -> SGLangSetting:
         where = f"settings[{self.name}]"
+        if self.adaptive_config is not None:
+            _check_adaptive(self, where)
         shape = (self.num_steps, self.eagle_topk, self.num_draft_tokens)
         if self.algorithm is None:
             if any(v is not None for v in shape):
@@ -115,6 +130,29 @@ class SGLangSetting(EngineSetting):
     def drafter(self) -> str | None:
         return self.algorithm
 
+    runs_schedules: ClassVar[bool] = True
+
+    @property
+    def scheduled(self) -> bool:
+        return self.adaptive_config is not None
+
+    @property
+    def schedule_batch_sizes(self) -> tuple[int, ...]:
+        return tuple(sorted(self.adaptive_config or {}))
+
+    def with_schedule(self, depths: Sequence[tuple[int, int]], name: str) -> SGLangSetting:
+        """SGLang's adaptive mode with one pinned candidate per range, started at the deepest step."""
+        deepest = max(d for _, d in depths)
+        data = self.model_dump()
+        data.update(
+            name=name,
+            num_steps=deepest,
+            eagle_topk=1,
+            num_draft_tokens=None,
+            adaptive_config={lo: [d] for lo, d in depths},
+        )
+        return self.model_validate(data)
+
     def rejected_drafts_hint(self) -> str:
         """SGLang loads an EAGLE-3 head under EAGLE (and the reverse) without an error and accepts nothing."""
         if self.algorithm in ("EAGLE", "EAGLE3"):
@@ -135,9 +173,9 @@ class SGLangSetting(EngineSetting):
 
     @property
     def depth_field(self) -> str | None:
-        """`num_steps` of a chain (eagle_topk 1); a tree is not on a depth ladder."""
+        """`num_steps` of a static chain (eagle_topk 1); a tree or an adaptive schedule is not on a depth ladder."""
         chain = self.algorithm is not None and self.num_steps is not None and (self.eagle_topk or 1) == 1
-        return "num_steps" if chain else None
+        return "num_steps" if chain and self.adaptive_config is None else None
 
     def _at_depth(self, data: dict[str, Any], depth: int) -> dict[str, Any]:
         """A chain's verified tokens follow its steps (SGLang requires steps + 1 with eagle_topk 1)."""
@@ -180,6 +218,7 @@ class SGLangTuneConfig(TuneBase):
 SPEC_DEFAULT_CAP = 48
 _FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
 REQUIRED_FLAGS = ("--host", "--port", "--max-running-requests")
+ADAPTIVE_FLAGS = ("--speculative-adaptive", "--speculative-adaptive-config")
 SPEC_FLAGS = (
     "--speculative-algorithm",
     "--speculative-num-steps",
@@ -188,8 +227,9 @@ SPEC_FLAGS = (
 )
 
 
-def setting_args(setting: SGLangSetting) -> list[str]:
-    """SGLang flags of a setting, with the draft tokens as SGLang resolves them (steps + 1 for topk 1)."""
+def setting_args(setting: SGLangSetting, adaptive_path: str = "<adaptive-config.json>") -> list[str]:
+    """SGLang flags of a setting, with the draft tokens as SGLang resolves them (steps + 1 for topk 1); an
+    adaptive setting reads its config from `adaptive_path` (the adapter writes the file there)."""
     argv: list[str] = []
     if setting.algorithm is not None:
         argv += ["--speculative-algorithm", setting.algorithm]
@@ -197,6 +237,8 @@ def setting_args(setting: SGLangSetting) -> list[str]:
             argv += ["--speculative-num-steps", str(setting.num_steps)]
             argv += ["--speculative-eagle-topk", str(setting.eagle_topk or 1)]
             argv += ["--speculative-num-draft-tokens", str(setting.resolved_draft_tokens)]
+        if setting.adaptive_config is not None:
+            argv += ["--speculative-adaptive", "--speculative-adaptive-config", adaptive_path]
     if setting.max_running_requests is not None:
         argv += ["--max-running-requests", str(setting.max_running_requests)]
     return argv
@@ -213,6 +255,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         self.engine = engine
         self._help_text = help_text
         self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
+        self._dir: Path | None = None
 
     def _launcher(self) -> list[str]:
         """The command up to the setting's flags: `python -m sglang.launch_server` with the engine options."""
@@ -248,6 +291,8 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         missing = [f for f in REQUIRED_FLAGS if f not in self._flags]
         if any(s.speculative for s in settings):
             missing += [f for f in SPEC_FLAGS if f not in self._flags]
+        if any(s.adaptive_config is not None for s in settings):
+            missing += [f for f in ADAPTIVE_FLAGS if f not in self._flags]
         if missing:
             raise ConfigError(
                 f"engine: the server's --help has no {', '.join(missing)}; fix: install a SGLang that has them "
@@ -256,9 +301,19 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     def command(self, setting: SGLangSetting, *, port: int, max_concurrency: int) -> list[str]:
         """The capacity is the setting's own `max_running_requests`, never raised behind the user's back:
-        the resolved value (SGLang may reset it) is read back after launch."""
-        argv = [*self._launcher(), "--host", "127.0.0.1", "--port", str(port), *setting_args(setting)]
+        the resolved value (SGLang may reset it) is read back after launch. An adaptive setting's config is
+        written to the adapter's own temporary folder first."""
+        path = str(self._adaptive_file(setting)) if setting.adaptive_config is not None else ""
+        argv = [*self._launcher(), "--host", "127.0.0.1", "--port", str(port), *setting_args(setting, path)]
         return argv + list(self._engine_args()) + list(setting.extra_args)
+
+    def _adaptive_file(self, setting: SGLangSetting) -> Path:
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="specfrontier-sglang-"))
+            weakref.finalize(self, shutil.rmtree, self._dir, True)
+        path = self._dir / f"{setting.name}.adaptive.json"
+        path.write_text(json.dumps(adaptive_config_json(setting.adaptive_config or {}), indent=2), encoding="utf-8")
+        return path
 
     def version(self) -> str:
         return "sglang (version from /server_info)"
@@ -393,7 +448,43 @@ def sglang_adaptive_config(schedule: Any) -> dict[str, Any]:
             "schedule: no speculative setting beat the baseline at any measured level, so there is nothing to "
             "schedule; fix: run without speculation (see the static choices)"
         )
-    return {str(e.batch_lo): {"candidate_steps": [e.depth]} for e in schedule.entries}
+    return adaptive_config_json({e.batch_lo: [e.depth] for e in schedule.entries})
+
+
+def adaptive_config_json(config: Mapping[int, Sequence[int]]) -> dict[str, Any]:
+    """`{"<batch size>": {"candidate_steps": [steps]}, ...}`, sorted by batch size (SGLang's file format)."""
+    return {str(lo): {"candidate_steps": sorted(set(config[lo]))} for lo in sorted(config)}
+
+
+def _check_adaptive(setting: SGLangSetting, where: str) -> None:
+    """SGLang's start-up checks of adaptive mode, before anything launches."""
+    config = setting.adaptive_config or {}
+    if setting.algorithm not in ADAPTIVE_ALGORITHMS:
+        raise ValueError(
+            f"{where}: adaptive_config with algorithm = {setting.algorithm!r}: SGLang's adaptive mode runs "
+            f"{'/'.join(ADAPTIVE_ALGORITHMS)} only; fix: set algorithm to EAGLE3 (or EAGLE) or remove adaptive_config"
+        )
+    if (setting.eagle_topk or 1) != 1:  # SGLang would log a warning and silently run the static setting
+        raise ValueError(
+            f"{where}: adaptive_config needs eagle_topk = 1 (SGLang falls back to static speculation without an "
+            "error otherwise); fix: set eagle_topk to 1"
+        )
+    if not config:
+        raise ValueError(f"{where}: adaptive_config is empty; fix: list candidate steps per batch size: {{1: [3]}}")
+    for lo, steps in config.items():
+        if lo < 1 or not steps or any(d < 0 for d in steps):
+            raise ValueError(
+                f"{where}: adaptive_config[{lo}] = {steps}: keys are batch sizes >= 1, values non-empty lists of "
+                "steps >= 0 (0: no drafting at those batch sizes); fix: e.g. {1: [4], 16: [2], 64: [0]}"
+            )
+    union = sorted({d for steps in config.values() for d in steps})
+    if union[-1] == 0:
+        raise ValueError(f"{where}: adaptive_config drafts at no batch size (every step is 0); fix: remove algorithm")
+    if setting.num_steps not in union:
+        raise ValueError(
+            f"{where}: num_steps = {setting.num_steps} is not among the adaptive candidate steps {union} (SGLang "
+            f"checks this at start-up); fix: set num_steps to {union[-1]}"
+        )
 
 
 def sglang_adaptive_command(

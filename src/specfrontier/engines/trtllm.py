@@ -28,11 +28,13 @@ PyPI carries only stub packages for it, so no installed copy was read. Facts the
   DraftTarget: `speculative_model` required. MTP: older releases (1.0) take the depth from
   `num_nextn_predict_layers`; 1.2+ map it onto `max_draft_len` (dropping it when both are set) and the docs
   say the two must match, so the adapter writes both with the same value.
-- A per-batch-size draft length exists: `DecodingBaseConfig.draft_len_schedule` (`{batch size: draft len}`,
-  "developer interface", mutually exclusive with `max_concurrency`), a candidate for a later schedule
-  format; its reading changed across releases (older: a key is the lower bound of its batch sizes and 1
-  must be present; newest: a key is the upper bound and batch sizes above the last key do not speculate),
-  so no `ScheduleFormat` is registered here yet.
+- A per-batch-size draft length: `DecodingBaseConfig.draft_len_schedule` (`{batch size: draft len}`,
+  "developer interface", mutually exclusive with `max_concurrency`). Its reading changed across releases;
+  the schedule format below writes the newest (`llm_args.py` @00043967, `_torch/speculative/utils.py`
+  @011d0933, from PR #10860): a key is the UPPER bound of its batch sizes (`bisect_left`), batch sizes above
+  the last key do not speculate, values are 0..max_draft_len, and the value at the smallest key must equal
+  `max_draft_len`. The older reading (PR #8194: keys are lower bounds, 1 must be a key) is not written.
+  Vanilla MTP opts out of a dynamic draft length, so the format schedules Eagle3 and DraftTarget only.
 - Readiness (`tensorrt_llm/serve/openai_server.py` @0005772, `serve.py`): the port is bound before the model
   loads but not listened on (connections are refused until uvicorn serves), so `GET /health` (200, or 503
   after a fatal executor error) is the readiness probe; `GET /health_generate` (a 1-token CHAT generation,
@@ -82,7 +84,7 @@ import shutil
 import subprocess
 import tempfile
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -99,9 +101,10 @@ from specfrontier.engines.base import (
     EngineOptions,
     EngineSetting,
     ParamNames,
+    ScheduleFormat,
     get_json,
 )
-from specfrontier.engines.registry import EngineSpec, register
+from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
@@ -169,6 +172,12 @@ class TrtllmSetting(EngineSetting):
     is_use_oldest: bool | None = Field(None, description="NGram: propose the oldest candidate of a match.")
     is_public_pool: bool | None = Field(None, description="NGram: one pool shared by all requests.")
     eagle3_one_model: bool | None = Field(None, description="Eagle3: draft as a submodule (TensorRT-LLM's default).")
+    draft_len_schedule: dict[int, int] | None = Field(
+        None,
+        description="speculative_config.draft_len_schedule: draft length per batch size, each key the UPPER bound "
+        "of its range (newest TensorRT-LLM), no speculation above the last key; the smallest key's value must "
+        "equal max_draft_len. Eagle3 and DraftTarget only. Unset = a static draft length.",
+    )
     max_batch_size: int | None = Field(
         None, ge=1, le=100000, description="--max_batch_size (unset: the sweep's highest concurrency)."
     )
@@ -207,12 +216,46 @@ class TrtllmSetting(EngineSetting):
                     f"{where}: eagle3_one_model is an Eagle3 option but decoding_type = {kind}; "
                     "fix: remove eagle3_one_model"
                 )
+        if self.draft_len_schedule is not None:
+            _check_draft_len_schedule(self, where)
         _forbidden_options(self.extra_options, where)
         return self
 
     @property
     def speculative(self) -> bool:
         return self.decoding_type is not None
+
+    runs_schedules: ClassVar[bool] = True
+
+    @property
+    def scheduled(self) -> bool:
+        return self.draft_len_schedule is not None
+
+    @property
+    def schedule_batch_sizes(self) -> tuple[int, ...]:
+        """Where each range starts: 1, then one past each key but the last."""
+        keys = sorted(self.draft_len_schedule or {})
+        return tuple([1, *(k + 1 for k in keys[:-1])]) if keys else ()
+
+    def with_schedule(self, depths: Sequence[tuple[int, int]], name: str) -> TrtllmSetting:
+        """`draft_len_schedule` from ranges given by their first batch size: each key is the next range's
+        first batch size - 1; the last range runs to `max_batch_size` (TensorRT-LLM's default 2048 when
+        unset), unless no speculation won it, where the schedule simply ends (no speculation above)."""
+        ranges = sorted(depths)
+        off_from: int | None = None
+        while ranges and ranges[-1][1] == 0:
+            off_from = ranges.pop()[0]
+        if not ranges:
+            raise ValueError("no speculative depth won at any batch size: nothing to schedule")
+        keys = [nxt - 1 for nxt, _ in ranges[1:]]
+        keys.append(off_from - 1 if off_from is not None else (self.max_batch_size or DEFAULT_MAX_BATCH_SIZE))
+        data = self.model_dump()
+        data.update(
+            name=name,
+            max_draft_len=max(d for _, d in ranges),
+            draft_len_schedule=dict(zip(keys, (d for _, d in ranges), strict=True)),
+        )
+        return self.model_validate(data)
 
     @property
     def drafter(self) -> str | None:
@@ -239,8 +282,9 @@ class TrtllmSetting(EngineSetting):
 
     @property
     def depth_field(self) -> str | None:
-        """`max_draft_len`: every TensorRT-LLM drafter configured here drafts a linear chain of that length."""
-        return "max_draft_len" if self.decoding_type is not None else None
+        """`max_draft_len`: every TensorRT-LLM drafter configured here drafts a linear chain of that length (a
+        setting with a draft_len_schedule is not on the ladder)."""
+        return "max_draft_len" if self.decoding_type is not None and self.draft_len_schedule is None else None
 
 
 class TrtllmEngine(EngineOptions):
@@ -339,11 +383,40 @@ def speculative_config(setting: TrtllmSetting, engine: TrtllmEngine) -> dict[str
         spec["num_nextn_predict_layers"] = setting.max_draft_len
     if kind in NEEDS_DRAFT_MODEL and engine.speculative_model is not None:
         spec["speculative_model"] = engine.speculative_model
-    for key in (*NGRAM_KEYS, "eagle3_one_model"):
+    for key in (*NGRAM_KEYS, "eagle3_one_model", "draft_len_schedule"):
         value = getattr(setting, key)
         if value is not None:
             spec[key] = value
     return spec
+
+
+DEFAULT_MAX_BATCH_SIZE = 2048
+"""trtllm-serve's default --max_batch_size: the top of a schedule's last range when the setting sets none."""
+
+
+def _check_draft_len_schedule(setting: TrtllmSetting, where: str) -> None:
+    """TensorRT-LLM's DecodingBaseConfig checks (llm_args.py @00043967), before anything launches."""
+    schedule = setting.draft_len_schedule or {}
+    if setting.decoding_type not in ("Eagle3", "DraftTarget"):
+        raise ValueError(
+            f"{where}: draft_len_schedule with decoding_type = {setting.decoding_type}: a dynamic draft length "
+            "runs with Eagle3 and DraftTarget (vanilla MTP opts out); fix: use Eagle3 or remove draft_len_schedule"
+        )
+    if not schedule:
+        raise ValueError(f"{where}: draft_len_schedule is empty; fix: give {{batch size: draft length}}, e.g. {{8: 3}}")
+    top = setting.max_draft_len or 0
+    for key, value in schedule.items():
+        if key < 1 or value < 0 or value > top:
+            raise ValueError(
+                f"{where}: draft_len_schedule[{key}] = {value}: keys are batch sizes >= 1 and values 0..max_draft_len "
+                f"({top}); fix: e.g. {{4: {top}, 32: 1}}"
+            )
+    first = schedule[min(schedule)]
+    if first != top:
+        raise ValueError(
+            f"{where}: draft_len_schedule at its smallest batch size is {first}, TensorRT-LLM requires "
+            f"max_draft_len = {top} there; fix: set max_draft_len to {first} or start the schedule at {top}"
+        )
 
 
 def llm_api_options(setting: TrtllmSetting, engine: TrtllmEngine) -> dict[str, Any]:
@@ -688,6 +761,93 @@ async def _one_token(session: aiohttp.ClientSession, base_url: str) -> None:
         await resp.read()
 
 
+# -- the schedule format: draft_len_schedule ------------------------------------------------------------
+
+SCHEDULE_TYPES = {"Eagle3": "Eagle3", "EAGLE3": "Eagle3", "eagle3": "Eagle3", "DraftTarget": "DraftTarget",
+                  "STANDALONE": "DraftTarget", "draft_model": "DraftTarget", "draft-simple": "DraftTarget"}  # fmt: skip
+"""Drafters of any engine's run that TensorRT-LLM runs with a dynamic draft length, as its decoding type."""
+
+
+def trtllm_schedule_options(schedule: Any, *, draft_model: str = "<draft-model-path>") -> dict[str, Any]:
+    """The options file (`--config`) running the schedule: `speculative_config` with `draft_len_schedule`.
+
+    Keys are the upper batch size of each range; ranges at the top where no speculation won are dropped,
+    because above its last key TensorRT-LLM does not speculate (the off-above threshold)."""
+    kind = SCHEDULE_TYPES.get(schedule.template.drafter or "")
+    if kind is None:
+        raise ConfigError(
+            f"setting {schedule.template.name!r}: drafter = {schedule.template.drafter!r} has no TensorRT-LLM "
+            "dynamic draft length (Eagle3 and DraftTarget have; vanilla MTP opts out); fix: export --engine "
+            "sglang or vllm, or schedule an Eagle3 ladder"
+        )
+    entries = list(schedule.entries)
+    while entries and entries[-1].depth == 0:
+        entries.pop()
+    if not entries:
+        raise ConfigError(
+            "schedule: no speculative setting beat the baseline at any measured level, so there is nothing to "
+            "schedule; fix: run without speculation (see the static choices)"
+        )
+    top = max(e.depth for e in entries)
+    if entries[0].depth != top:
+        raise ConfigError(
+            f"schedule: the best depth at batch size 1 is {entries[0].depth} but {top} wins at a larger batch; "
+            "TensorRT-LLM requires draft_len_schedule at its smallest batch size to equal max_draft_len; fix: "
+            "export --engine sglang or vllm, or measure deeper chains at low concurrency"
+        )
+    spec: dict[str, Any] = {"decoding_type": kind, "max_draft_len": top, "speculative_model": draft_model}
+    spec["draft_len_schedule"] = {e.batch_hi: e.depth for e in entries}
+    return {"speculative_config": spec}
+
+
+def trtllm_schedule_command(options_path: str, *, model: str = "<model-path>") -> str:
+    """`trtllm-serve` reading the options file (bound to 127.0.0.1; its default host is localhost)."""
+    return shlex.join(["trtllm-serve", model, "--host", "127.0.0.1", "--config", options_path])
+
+
+class TrtllmDraftLenSchedule(ScheduleFormat):
+    """TensorRT-LLM's `speculative_config.draft_len_schedule` in a `--config` options file."""
+
+    engine: ClassVar[str] = "trtllm"
+
+    def config(self, schedule: Any, *, draft_model: str) -> dict[str, Any]:
+        return trtllm_schedule_options(schedule, draft_model=draft_model)
+
+    def command(
+        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+    ) -> str:
+        return trtllm_schedule_command(config_path, model=model)
+
+    def file_text(self, config: dict[str, Any]) -> str:
+        """YAML, as `--config` reads it: integer batch-size keys stay integers (JSON would make them strings)."""
+        return "# written by specfrontier schedule for trtllm-serve --config\n" + yaml.safe_dump(
+            config, sort_keys=False
+        )
+
+    def above_last(self, config: dict[str, Any]) -> str:
+        last = max(config["speculative_config"]["draft_len_schedule"])
+        return f"above batch size {last}: no speculation (TensorRT-LLM's rule above the last key)"
+
+    def static_command(
+        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+    ) -> str:
+        """A setting measured on TensorRT-LLM: the command it ran; another engine's: its Eagle3/draft chain as
+        an options file to write (shown inline)."""
+        if isinstance(setting, TrtllmSetting) and stored:
+            return shlex.join(stored)
+        if not setting.speculative:
+            return shlex.join(["trtllm-serve", model, "--host", "127.0.0.1"])
+        kind = SCHEDULE_TYPES.get(setting.drafter or "")
+        if kind is None or setting.depth is None:
+            return f"(no TensorRT-LLM equivalent of {setting.name}: {setting.drafter} without a chain depth)"
+        spec = {"decoding_type": kind, "max_draft_len": setting.depth, "speculative_model": draft_model or "<draft>"}
+        return f"trtllm-serve {model} --host 127.0.0.1 --config OPTIONS.yaml  # OPTIONS.yaml: " + json.dumps(
+            {"speculative_config": spec}
+        )
+
+
+register_schedule_format(TrtllmDraftLenSchedule())
+
 TRTLLM_NAMES = ParamNames(depth=("max_draft_len",), family=("decoding_type",), draft_length=("max_draft_len",))
 
 
@@ -714,6 +874,7 @@ __all__ = [
     "TRTLLM_NAMES",
     "DecodingType",
     "TrtllmAdapter",
+    "TrtllmDraftLenSchedule",
     "TrtllmEngine",
     "TrtllmSetting",
     "TrtllmTuneConfig",
@@ -723,4 +884,5 @@ __all__ = [
     "llm_api_options",
     "speculative_config",
     "stats_cap",
+    "trtllm_schedule_options",
 ]

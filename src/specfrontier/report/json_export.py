@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.misconfig import misconfigurations
+from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json
 from specfrontier.metrics.specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
@@ -255,6 +256,11 @@ def report_json(data: RunData) -> dict[str, Any]:
         "optimism_bias": bias_json(data),
         "correctness_gate": gate_json(data),
         "misconfiguration": [asdict(m) for m in misconfigurations(data)],
+        "schedule_verification": [
+            {"workload": w, **asdict(lv), "vs_best_pct": lv.vs_best_pct}
+            for w, view in data.workload_views()
+            for lv in verify_schedules(view)
+        ],
         "session_turns": turns_json(data),
     }
 

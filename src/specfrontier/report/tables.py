@@ -23,6 +23,7 @@ from specfrontier.analysis import (
     speedup,
 )
 from specfrontier.analysis.misconfig import misconfiguration_lines
+from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, verify_schedules
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
@@ -245,7 +246,8 @@ def flag_lines(data: RunData) -> list[str]:
             )
         if c.steady_too_short:
             lines.append(steady_flag_line(c))
-    return lines + acceptance_flag_lines(data) + misconfiguration_lines(data)
+    lost = [line for line in schedule_summary_lines(data) if " LOSES " in line or " never run" in line]
+    return lines + acceptance_flag_lines(data) + misconfiguration_lines(data) + lost
 
 
 def steady_flag_line(c: CellSummary) -> str:
@@ -311,6 +313,41 @@ def _figure_of(name: str) -> Callable[[CellSummary], OverRepeats]:
     return lambda c: c.figure(name)
 
 
+def schedule_table(data: RunData) -> Table | None:
+    """Each measured schedule against the best static setting and no speculation, per level."""
+    levels = verify_schedules(data)
+    if not levels:
+        return None
+
+    def tok(value: float | None) -> str:
+        return f"{value:.1f}" if value is not None else "-"
+
+    rows = [
+        [
+            lv.schedule,
+            data.level_text(lv.level),
+            tok(lv.schedule_tok_s),
+            f"{lv.best_static} {tok(lv.best_static_tok_s)}" if lv.best_static else "-",
+            tok(lv.baseline_tok_s),
+            f"{lv.vs_best_pct:+.1f} %" if lv.vs_best_pct is not None else "-",
+            lv.verdict.upper() if lv.verdict == LOSES else lv.verdict,
+        ]
+        for lv in levels
+    ]
+    return Table(
+        "Schedule verification (the schedule measured as a setting vs the best static setting)",
+        ["schedule", data.level_header, "schedule tok/s", "best static tok/s", "no spec tok/s", "vs best", "verdict"],
+        rows,
+        [
+            "aggregate tok/s, median over repeats (the steady-state figure every decision uses); best static = "
+            "the highest of the run's other settings at that level (evidence cells only); loses = the best "
+            "static setting is above the schedule beyond the spread of repeats (intervals apart, medians > 1 % "
+            "apart), holds otherwise.",
+            *schedule_summary_lines(data),
+        ],
+    )
+
+
 def all_tables(data: RunData) -> list[Table]:
     """Every table of a one-workload view; the grid tables are those `metric_specs` declares (`grid`)."""
     tables = [grid_table(data, m.grid.title, _figure_of(m.name), m.grid.note) for m in CELL_METRICS if m.grid]
@@ -318,6 +355,9 @@ def all_tables(data: RunData) -> list[Table]:
     if sp is not None:
         tables.append(sp)
     tables += [settings_table(data), best_table(data)]
+    schedules = schedule_table(data)
+    if schedules is not None:
+        tables.append(schedules)
     steady = steady_table(data)
     if steady is not None:
         tables.append(steady)
@@ -338,5 +378,6 @@ __all__ = [
     "crossover_lines",
     "flag_lines",
     "recommendation_lines",
+    "schedule_table",
     "spike_lines",
 ]

@@ -62,6 +62,7 @@ from specfrontier.runs.cell import (
     to_server_time,
 )
 from specfrontier.runs.running import watch_running
+from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
@@ -195,7 +196,7 @@ class Sweep:
         """Measure every missing cell of the settings the search chooses (grid: all listed ones); marks
         the run done, incomplete or failed (`RunOutcome`), or interrupted on cancel. `self.planner`
         keeps the search's trace."""
-        self.planner = SearchPlanner(self.config, self.store, run_id)
+        self.planner = planner_for(self.config, self.store, run_id)
         self._missing_count = 0
         self._failed: list[tuple[str, str]] = []
         try:

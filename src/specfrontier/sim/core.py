@@ -36,6 +36,7 @@ from specfrontier.records import RequestRecord, RequestSpecStats
 from specfrontier.sim.acceptance import request_miss_scale, scaled_rates, workload_rates
 from specfrontier.sim.costs import capacity, cycle_time_ms, prefill_time_ms
 from specfrontier.sim.profile import SimProfile, WorkloadModel
+from specfrontier.sim.schedule import ScheduleState
 from specfrontier.sim.setting import ResolvedSetting
 
 _NS_PER_MS = 1_000_000
@@ -99,6 +100,8 @@ class StepResult:
     batch: int
     """Requests in the iteration (prefilled, or decoded)."""
     finished: tuple[SimRequest, ...]
+    depth: int = 0
+    """A decode step's drafted depth (a scheduled setting's entry for this batch; 0 without speculation)."""
 
 
 class ServerCore:
@@ -114,8 +117,9 @@ class ServerCore:
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: list[SimRequest] = []
         self.running: list[SimRequest] = []
-        self._cycle_ns: dict[int, int] = {}
+        self._cycle_ns: dict[tuple[int, int], int] = {}
         self._steps = setting.num_steps if setting.speculative else 0
+        self._schedule = ScheduleState(setting.schedule, setting.schedule_start) if setting.schedule else None
 
     # -- requests -------------------------------------------------------------------------------
     def new_request(
@@ -195,20 +199,31 @@ class ServerCore:
         self.now_ns = end
         return StepResult("prefill", start, end, len(batch), tuple(finished))
 
-    def _cycle_duration_ns(self, batch: int) -> int:
-        duration = self._cycle_ns.get(batch)
+    def _depth(self, batch: int) -> int:
+        """The depth this iteration runs: the schedule entry's steps for the running batch, else the setting's."""
+        if self._schedule is None:
+            return self._steps
+        return self._schedule.controller(batch).steps
+
+    def _cycle_duration_ns(self, batch: int, depth: int) -> int:
+        duration = self._cycle_ns.get((batch, depth))
         if duration is None:
-            duration = round(cycle_time_ms(self.profile, self.setting, batch) * _NS_PER_MS)
-            self._cycle_ns[batch] = duration
+            setting = self.setting.at_depth(depth) if self.setting.schedule else self.setting
+            duration = round(cycle_time_ms(self.profile, setting, batch) * _NS_PER_MS)
+            self._cycle_ns[batch, depth] = duration
         return duration
 
-    def _accepted(self, request: SimRequest) -> int:
-        """Drafts accepted this cycle: depth by depth until the first rejection."""
+    def _accepted(self, request: SimRequest, depth: int | None) -> int:
+        """Drafts accepted this cycle: depth by depth until the first rejection (a scheduled iteration
+        draws only its `depth` first positions; None: every position of the setting, a tree's too)."""
         rates = request.post_eos_rates if request.generated >= request.natural_eos else request.rates
+        if depth is not None:
+            rates = rates[:depth]
         if not rates:
             return 0
         if request._next_uniform >= len(request._uniforms):
-            request._uniforms = request.rng.random((_UNIFORM_BLOCK, len(rates))).tolist()
+            width = max(len(request.rates), len(rates))  # a block serves every depth a schedule may run
+            request._uniforms = request.rng.random((_UNIFORM_BLOCK, width)).tolist()
             request._next_uniform = 0
         draws = request._uniforms[request._next_uniform]
         request._next_uniform += 1
@@ -222,16 +237,23 @@ class ServerCore:
     def _decode(self) -> StepResult:
         start = self.now_ns
         batch = len(self.running)
-        end = start + self._cycle_duration_ns(batch)
-        drafts = self.setting.num_draft_tokens - 1 if self.setting.speculative else 0
+        depth = self._depth(batch)
+        end = start + self._cycle_duration_ns(batch, depth)
+        if self.setting.schedule:
+            drafts = depth
+        else:
+            drafts = self.setting.num_draft_tokens - 1 if self.setting.speculative else 0
         still: list[SimRequest] = []
         finished: list[SimRequest] = []
+        drafted_accepted = 0
         for request in self.running:
-            tokens = min(1 + self._accepted(request), request.stop_at - request.generated)
+            drawn = self._accepted(request, depth if self.setting.schedule else None)
+            drafted_accepted += drawn
+            tokens = min(1 + drawn, request.stop_at - request.generated)
             request.generated += tokens
             request.chunk_ns.append(end)
             request.chunk_tokens.append(tokens)
-            if self._steps:
+            if depth:
                 request.verify_steps += 1
                 request.accepted += tokens - 1
                 request.drafted += drafts
@@ -240,9 +262,11 @@ class ServerCore:
                 finished.append(request)
             else:
                 still.append(request)
+        if self._schedule is not None:
+            self._schedule.controller(batch).observe(drafted_accepted / batch if depth else 0.0)
         self.running = still
         self.now_ns = end
-        return StepResult("decode", start, end, batch, tuple(finished))
+        return StepResult("decode", start, end, batch, tuple(finished), depth)
 
 
 __all__ = ["ServerCore", "SimRequest", "StepResult"]

@@ -34,6 +34,7 @@ def sim_setting(setting: SGLangSetting) -> SimSetting:
         eagle_topk=setting.eagle_topk,
         num_draft_tokens=setting.num_draft_tokens,
         max_running_requests=setting.max_running_requests,
+        adaptive=tuple((lo, tuple(steps)) for lo, steps in sorted((setting.adaptive_config or {}).items())),
     )
 
 

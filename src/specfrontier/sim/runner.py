@@ -17,6 +17,7 @@ from specfrontier.errors import ConfigError
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.runs.cell import CellDone, per_request_counters
 from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings
+from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.profile import SimProfile, load_profile
@@ -105,7 +106,7 @@ class VirtualSweep:
 
     def run_sync(self, run_id: str) -> None:
         """`run` without an event loop (benchmarks and tests that drive the simulator directly)."""
-        self.planner = SearchPlanner(self.config, self.store, run_id)
+        self.planner = planner_for(self.config, self.store, run_id)
         while (setting := self.planner.next_setting()) is not None:
             assert isinstance(setting, SGLangSetting)
             self.run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))

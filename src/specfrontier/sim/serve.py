@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from specfrontier.errors import ConfigError
@@ -67,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     sg.add_argument("--speculative-eagle-topk", type=int, default=None, help="Branching per draft step.")
     sg.add_argument("--speculative-num-draft-tokens", type=int, default=None, help="Verified tokens incl. root.")
     sg.add_argument("--max-running-requests", type=int, default=None, help="Cap on running requests.")
+    sg.add_argument("--speculative-adaptive", action="store_true", help="Per-batch-size steps from the config.")
+    sg.add_argument("--speculative-adaptive-config", default=None, help="JSON: candidate_steps per batch size.")
     sg.add_argument("--context-length", type=int, default=32768, help="Longest prompt + output, in tokens.")
     sg.add_argument("--max-total-tokens", type=int, default=None, help="Reported as max_total_num_tokens.")
     sg.add_argument("--mem-fraction-static", type=float, default=None, help="Accepted and recorded.")
@@ -181,6 +185,24 @@ def _fail(message: str) -> int:
     return 1
 
 
+def _adaptive(args: argparse.Namespace) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """The adaptive config file as (batch size, candidate steps) entries; ConfigError where SGLang's parser refuses."""
+    if not args.speculative_adaptive:
+        return ()
+    path = args.speculative_adaptive_config
+    if path is None:
+        raise ConfigError("sim serve: --speculative-adaptive without --speculative-adaptive-config; fix: pass the file")
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        entries = tuple((int(key), tuple(int(d) for d in value["candidate_steps"])) for key, value in data.items())
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(
+            f"sim serve: --speculative-adaptive-config {path}: not a config of "
+            f'{{"<batch size>": {{"candidate_steps": [steps]}}}} ({exc}); fix: write it in that form'
+        ) from exc
+    return entries
+
+
 def make_config(args: argparse.Namespace) -> FaceConfig:
     """Resolve the setting with SGLang's rules and build the face's config; ConfigError when SGLang would refuse."""
     profile = load_profile(args.profile)
@@ -194,6 +216,7 @@ def make_config(args: argparse.Namespace) -> FaceConfig:
         args.speculative_eagle_topk,
         args.speculative_num_draft_tokens,
         args.max_running_requests,
+        _adaptive(args),
     )
     resolved = resolve_setting(setting, spec_default_cap=profile.capacity.spec_default_cap)
     for line in _sglang_warnings(args, resolved):

@@ -9,9 +9,10 @@ speculation, and a speculative setting without steps gets SGLang's generic auto 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specfrontier.errors import ConfigError
+from specfrontier.sim.schedule import Slots, deepest, normalise
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3")
 AUTO_PARAMS = (3, 1, 4)
@@ -27,6 +28,8 @@ class SimSetting:
     eagle_topk: int | None = None
     num_draft_tokens: int | None = None
     max_running_requests: int | None = None
+    adaptive: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """`--speculative-adaptive` with its config: (batch size, candidate steps) per entry; empty = static."""
 
     @property
     def label(self) -> str:
@@ -52,6 +55,17 @@ class ResolvedSetting:
     algorithm: str | None = None
     """The drafter the server runs (EAGLE, EAGLE3); None without speculation or where the face does not
     name one (a profile's `draft_head` is then not checked)."""
+    schedule: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """A per-batch-size depth schedule of a chain: (lowest batch size, candidate depths) per slot, sorted
+    by batch size; `num_steps` is then the deepest candidate (buffers and capacity are sized for it).
+    Empty: a static depth."""
+    schedule_start: int = 0
+    """The steps every entry's controller starts from (`--speculative-num-steps`; SGLang takes the entry's
+    middle candidate when it is not one of them)."""
+
+    def at_depth(self, depth: int) -> ResolvedSetting:
+        """The chain this scheduled setting runs in an iteration at `depth` (0: no speculation)."""
+        return replace(self, speculative=depth > 0, num_steps=depth, eagle_topk=1, num_draft_tokens=depth + 1)
 
 
 def _bad(field_name: str, value: object, what: str, fix: str) -> ConfigError:
@@ -104,7 +118,33 @@ def resolve_setting(setting: SimSetting, *, spec_default_cap: int = 48) -> Resol
     if cap is None:
         cap = spec_default_cap
         notes.append(f"max_running_requests is reset to {spec_default_cap} for speculative decoding")
+    if setting.adaptive:
+        slots = _adaptive_slots(setting, steps, topk)
+        top = deepest(slots)
+        return ResolvedSetting(True, top, 1, top + 1, cap, tuple(notes), algorithm, slots, steps)
     return ResolvedSetting(True, steps, topk, draft, cap, tuple(notes), algorithm)
+
+
+def _adaptive_slots(setting: SimSetting, steps: int, topk: int) -> Slots:
+    """SGLang's start-up checks of an adaptive config (`check_server_args` and the config parser)."""
+    if topk != 1:
+        raise _bad("eagle_topk", topk, "adaptive speculation runs chains only", "set eagle_topk to 1")
+    for lo, candidates in setting.adaptive:
+        if lo < 1:
+            raise _bad("adaptive batch size", lo, "must be at least 1", "key the config by batch sizes >= 1")
+        if not candidates or any(d < 0 for d in candidates):
+            raise _bad(
+                f"adaptive[{lo}].candidate_steps", list(candidates), "must list steps >= 0", "list at least one step"
+            )
+    slots = normalise(setting.adaptive)
+    if deepest(slots) == 0:
+        raise _bad("adaptive", list(setting.adaptive), "drafts at no batch size", "run without speculation")
+    if steps not in {d for _, c in slots for d in c}:
+        raise _bad(
+            "num_steps", steps, "is not among the adaptive candidate steps (SGLang checks at start-up)",
+            "set num_steps to one of the candidates, e.g. the deepest",
+        )  # fmt: skip
+    return slots
 
 
 __all__ = ["AUTO_PARAMS", "SPEC_ALGORITHMS", "ResolvedSetting", "SimSetting", "resolve_setting"]

@@ -16,12 +16,13 @@ streamed and whole `POST /v1/chat/completions` and `/v1/completions` with `usage
 
 Per iteration of the core (a prefill or a draft-and-verify decode step) it records one stats entry:
 `specDecodingStats` (only under speculation) sums the decode step's requests: `numDraftTokens` = requests x
-`max_draft_len`, `numAcceptedTokens` = tokens emitted beyond one per request, `numRequestsWithDraftTokens`
-= requests; `maxNumActiveRequests` is the `max_batch_size` the server was given (what TensorRT-LLM's PyTorch
-executor reports), while the core admits at most the profile's capacity law below it, which the KV-cache
-figures (a nominal pool of `capacity x max_seq_len` tokens in 32-token blocks) reflect. With
-`return_perf_metrics: true` the iteration stats are dropped as requests complete, as the real server's
-Prometheus collector drains them. Not modelled: `/server_info`, `/perf_metrics`, `/prometheus/metrics`,
+the step's draft length (`max_draft_len`, or the `draft_len_schedule` entry for the batch),
+`numAcceptedTokens` = tokens emitted beyond one per request, `numRequestsWithDraftTokens` = requests;
+`maxNumActiveRequests` is the `max_batch_size` the server was given (what TensorRT-LLM's PyTorch executor
+reports), while the core admits at most the profile's capacity law below it, which the KV-cache figures (a
+nominal pool of `capacity x max_seq_len` tokens in 32-token blocks) reflect. With `return_perf_metrics: true`
+the iteration stats are dropped as requests complete, as the real server's Prometheus collector drains them.
+Not modelled: `/server_info`, `/perf_metrics`, `/prometheus/metrics`,
 aborts of requests whose client left, stop strings, n > 1, logprobs.
 """
 
@@ -136,8 +137,9 @@ class IterationPacer(Pacer):
             "specDecodingStats": None,
         }
         if setting.speculative:
-            drafts = setting.num_draft_tokens - 1
-            accepted = emitted - verified
+            drafts = result.depth  # the step's own draft length (a draft_len_schedule changes it with the batch)
+            verified = verified if drafts else 0
+            accepted = emitted - verified if drafts else 0
             entry["specDecodingStats"] = {
                 "numDraftTokens": verified * drafts,
                 "numAcceptedTokens": accepted,

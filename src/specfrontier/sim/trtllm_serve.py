@@ -39,6 +39,7 @@ from specfrontier.sim.costs import capacity
 from specfrontier.sim.http_face import log
 from specfrontier.sim.http_protocol import FaceConfig
 from specfrontier.sim.profile import load_profile
+from specfrontier.sim.schedule import Slots
 from specfrontier.sim.serving import is_loopback, serve_app
 from specfrontier.sim.setting import ResolvedSetting
 from specfrontier.sim.trtllm_face import TrtllmFaceConfig, build_trtllm_app
@@ -156,7 +157,30 @@ def resolve_speculation(spec: object, max_batch_size: int) -> ResolvedSetting:
     if kind != "MTP" and spec.get("speculative_model", spec.get("speculative_model_dir")) is None:
         raise ConfigError("Draft model must be provided for EAGLE")
     head = "EAGLE3" if kind != "MTP" else None  # TensorRT-LLM's Eagle is Eagle3; MTP uses the model's own layers
-    return ResolvedSetting(True, depth, 1, depth + 1, max_batch_size, algorithm=head)
+    slots = _draft_len_slots(spec.get("draft_len_schedule"), depth)
+    return ResolvedSetting(
+        True, depth, 1, depth + 1, max_batch_size, algorithm=head, schedule=slots, schedule_start=depth
+    )
+
+
+def _draft_len_slots(schedule: object, max_draft_len: int) -> Slots:
+    """`draft_len_schedule` (keys are UPPER bounds; no speculation above the last) as the simulator's ranges
+    keyed by their first batch size, with TensorRT-LLM's own refusals (llm_args.py @00043967)."""
+    if schedule is None:
+        return ()
+    if not isinstance(schedule, Mapping) or not schedule:
+        raise ConfigError("draft_len_schedule: must be a non-empty mapping of batch size to draft length")
+    try:
+        items = sorted((int(k), int(v)) for k, v in schedule.items())
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"draft_len_schedule: keys and values must be integers ({exc})") from exc
+    for key, value in items:
+        if key < 1 or not 0 <= value <= max_draft_len:
+            raise ConfigError(f"draft_len_schedule[{key}] = {value}: batch sizes >= 1, values in [0, max_draft_len]")
+    if items[0][1] != max_draft_len:
+        raise ConfigError("draft_len_schedule: the value at the smallest batch size must equal max_draft_len")
+    starts = [1, *(key + 1 for key, _ in items[:-1])]
+    return (*((lo, (value,)) for lo, (_, value) in zip(starts, items, strict=True)), (items[-1][0] + 1, (0,)))
 
 
 def make_config(args: argparse.Namespace) -> TrtllmFaceConfig:

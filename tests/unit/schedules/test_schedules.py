@@ -9,16 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
-from schedule_rules import sglang_check_num_steps, sglang_slot_for_batch, vllm_lookup
+from schedule_rules import sglang_check_num_steps, sglang_slot_for_batch, trtllm_lookup, vllm_lookup
 from specfrontier.analysis import RunData, load_run
 from specfrontier.cli import main
 from specfrontier.config import WorkloadConfig
 from specfrontier.engines.sglang import SGLangSetting, sglang_adaptive_command, sglang_adaptive_config
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
+from specfrontier.engines.trtllm import TrtllmDraftLenSchedule, trtllm_schedule_options
 from specfrontier.engines.vllm import vllm_command, vllm_speculative_config
 from specfrontier.errors import ConfigError
-from specfrontier.schedules import depth_schedule, static_choices
+from specfrontier.schedules import DepthSchedule, ScheduleEntry, depth_schedule, static_choices
 from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
@@ -86,6 +88,38 @@ def test_sglang_adaptive_config_parses_with_sglangs_rules(seed_run: RunData, tmp
     assert steps == schedule.max_depth and argv[argv.index("--speculative-num-draft-tokens") + 1] == str(steps + 1)
     assert "--speculative-adaptive" in argv and argv[argv.index("--speculative-eagle-topk") + 1] == "1"
     assert argv[argv.index("--speculative-adaptive-config") + 1] == str(tmp_path / "a.json")
+
+
+def test_trtllm_schedule_parses_with_trtllms_rules_and_stops_speculating_where_none_won(seed_run: RunData) -> None:
+    schedule = depth_schedule(seed_run)
+    fmt = TrtllmDraftLenSchedule()
+    options = yaml.safe_load(fmt.file_text(fmt.config(schedule, draft_model="/models/eagle3")))
+    spec = options["speculative_config"]
+    assert spec["decoding_type"] == "Eagle3" and spec["speculative_model"] == "/models/eagle3"
+    assert all(isinstance(k, int) for k in spec["draft_len_schedule"])  # YAML keeps the batch sizes integers
+    dense = trtllm_lookup(spec["draft_len_schedule"], spec["max_draft_len"], 128)
+    for lv in schedule.levels:
+        assert dense[lv.concurrency] == lv.depth
+    last = max(spec["draft_len_schedule"])
+    assert dense[last + 1] == 0 and f"above batch size {last}: no speculation" in fmt.above_last(options)
+
+
+def _schedule(*entries: tuple[int, int, int], drafter: str = "EAGLE3") -> DepthSchedule:
+    template = SGLangSetting(name="s", algorithm=drafter, num_steps=max(d for *_, d in entries))  # type: ignore[arg-type]
+    rows = tuple(ScheduleEntry(lo, hi, d, f"steps{d}") for lo, hi, d in entries)
+    return DepthSchedule(levels=(), entries=rows, template=template, left_out=())
+
+
+def test_trtllm_schedule_ends_where_no_speculation_won_and_refuses_what_trtllm_would() -> None:
+    spec = trtllm_schedule_options(_schedule((1, 15, 4), (16, 31, 2), (32, 64, 0)))["speculative_config"]
+    assert spec["draft_len_schedule"] == {15: 4, 31: 2} and spec["max_draft_len"] == 4
+    assert trtllm_lookup(spec["draft_len_schedule"], 4, 64)[32:] == [0] * 33  # off above 31: no speculation won
+    with pytest.raises(ConfigError, match="smallest batch size to equal max_draft_len"):
+        trtllm_schedule_options(_schedule((1, 3, 2), (4, 64, 3)))
+    with pytest.raises(ConfigError, match="no TensorRT-LLM dynamic draft length"):
+        trtllm_schedule_options(_schedule((1, 64, 3), drafter="EAGLE"))
+    with pytest.raises(ValueError, match="smallest batch size must equal max_draft_len"):
+        trtllm_lookup({1: 2, 8: 3}, 3, 16)  # the rule itself refuses it too
 
 
 def test_the_rules_reject_what_the_engines_reject() -> None:
