@@ -254,9 +254,8 @@ class TuneBase(_Strict):
         if settings and not type(settings[0]).runs_schedules:
             engine = getattr(getattr(self, "engine", None), "name", "?")
             raise ValueError(
-                f"verify_schedule: engine {engine} cannot run a per-batch-size schedule as one setting yet (SGLang, "
-                f"TensorRT-LLM and the simulator can); fix: remove verify_schedule, and write the schedule with "
-                f"`specfrontier schedule RUN --engine {engine}`"
+                f"verify_schedule: engine {engine} has no per-batch-size schedule to run as one setting (SGLang, "
+                "vLLM, TensorRT-LLM and the simulator have); fix: remove verify_schedule"
             )
         if self.load.mode == "open":
             raise ValueError(

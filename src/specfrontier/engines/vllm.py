@@ -31,7 +31,7 @@ import math
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -96,6 +96,12 @@ class VllmSetting(EngineSetting):
     suffix_decoding_max_cached_requests: int | None = Field(None, ge=0, description="suffix: cached requests.")
     suffix_decoding_max_spec_factor: float | None = Field(None, gt=0, description="suffix: spec factor.")
     suffix_decoding_min_token_prob: float | None = Field(None, ge=0, le=1, description="suffix: min token prob.")
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = Field(
+        None,
+        description="speculative_config.num_speculative_tokens_per_batch_size: [[first batch size, last batch "
+        "size, tokens], ...], inclusive ranges from 1, sorted, not overlapping; gaps and batches past the last "
+        "range keep the previous count; 0 = no drafts; each count at most num_speculative_tokens.",
+    )
     speculative_extra: dict[str, Any] = Field(
         default_factory=dict,
         description="More speculative_config keys, verbatim (checked against the installed SpeculativeConfig).",
@@ -137,6 +143,8 @@ class VllmSetting(EngineSetting):
                 f"{where}: method {self.method!r} needs num_speculative_tokens (the tokens drafted per step); "
                 "fix: set num_speculative_tokens (e.g. 3)"
             )
+        if self.num_speculative_tokens_per_batch_size is not None:
+            _check_per_batch_size(self, where)
         owned = {"method", "num_speculative_tokens", *lookup, *SUFFIX_KEYS, "num_speculative_tokens_per_batch_size"}
         clash = sorted(owned & set(self.speculative_extra))
         if clash:
@@ -148,7 +156,30 @@ class VllmSetting(EngineSetting):
 
     @staticmethod
     def _method_keys() -> tuple[str, ...]:
-        return ("prompt_lookup_max", "prompt_lookup_min", *SUFFIX_KEYS)
+        return ("prompt_lookup_max", "prompt_lookup_min", *SUFFIX_KEYS, "num_speculative_tokens_per_batch_size")
+
+    runs_schedules: ClassVar[bool] = True
+
+    @property
+    def scheduled(self) -> bool:
+        return self.num_speculative_tokens_per_batch_size is not None
+
+    @property
+    def schedule_batch_sizes(self) -> tuple[int, ...]:
+        return tuple(lo for lo, _, _ in sorted(self.num_speculative_tokens_per_batch_size or []))
+
+    def with_schedule(self, depths: Sequence[tuple[int, int]], name: str) -> VllmSetting:
+        """vLLM's inclusive ranges from ranges given by their first batch size; the last runs to 65536 (vLLM
+        keeps the last count past the table anyway) and `num_speculative_tokens` is the deepest count."""
+        ranges = sorted(depths)
+        bounds = [nxt - 1 for nxt, _ in ranges[1:]] + [65536]
+        data = self.model_dump()
+        data.update(
+            name=name,
+            num_speculative_tokens=max(d for _, d in ranges),
+            num_speculative_tokens_per_batch_size=[(lo, hi, d) for (lo, d), hi in zip(ranges, bounds, strict=True)],
+        )
+        return self.model_validate(data)
 
     @property
     def speculative(self) -> bool:
@@ -181,7 +212,8 @@ class VllmSetting(EngineSetting):
 
     @property
     def depth_field(self) -> str | None:
-        return "num_speculative_tokens" if self.method is not None and self.num_speculative_tokens else None
+        ladder = self.method is not None and self.num_speculative_tokens and not self.scheduled
+        return "num_speculative_tokens" if ladder else None
 
     def speculative_config(self, draft_model: str | None) -> dict[str, Any] | None:
         """The `--speculative-config` object of this setting (None without speculation)."""
@@ -196,6 +228,27 @@ class VllmSetting(EngineSetting):
                 config[key] = value
         config.update(self.speculative_extra)
         return config
+
+
+def _check_per_batch_size(setting: VllmSetting, where: str) -> None:
+    """vLLM's own checks of the schedule (`vllm/v1/spec_decode/dynamic/utils.py`, 0.32), before launch."""
+    entries = sorted(setting.num_speculative_tokens_per_batch_size or [])
+    top = setting.num_speculative_tokens or 0
+    fix = f"fix: e.g. [[1, 4, {top}], [5, 64, 1]]"
+    if not entries:
+        raise ValueError(f"{where}: num_speculative_tokens_per_batch_size is empty; {fix}")
+    previous_end = 0
+    for lo, hi, k in entries:
+        if lo < 1 or hi < lo or k < 0 or k > top:
+            raise ValueError(
+                f"{where}: num_speculative_tokens_per_batch_size entry [{lo}, {hi}, {k}]: ranges are 1 <= first <= "
+                f"last and counts 0..num_speculative_tokens ({top}); {fix}"
+            )
+        if lo <= previous_end:
+            raise ValueError(f"{where}: num_speculative_tokens_per_batch_size ranges overlap at {lo}; {fix}")
+        previous_end = hi
+    if entries[0][0] != 1:
+        raise ValueError(f"{where}: num_speculative_tokens_per_batch_size must start at batch size 1; {fix}")
 
 
 class VllmEngine(EngineOptions):

@@ -196,9 +196,9 @@ def test_a_schedule_whose_ranges_the_capacity_never_reaches_is_flagged(tmp_path:
 def test_verify_schedule_is_refused_where_it_cannot_run() -> None:
     from specfrontier.config.load import parse_config
 
-    vllm = {"engine": {"name": "vllm", "model": "m"}, "settings": [{"name": "b"}], "verify_schedule": True}
-    with pytest.raises(ConfigError, match="verify_schedule: engine vllm cannot run a per-batch-size schedule"):
-        parse_config(vllm)
+    llama = {"engine": {"name": "llamacpp", "model": "m.gguf"}, "settings": [{"name": "b"}], "verify_schedule": True}
+    with pytest.raises(ConfigError, match="verify_schedule: engine llamacpp has no per-batch-size schedule"):
+        parse_config(llama)
     sim = {
         "engine": {"name": "sim", "face": "http"},
         "verify_schedule": True,
