@@ -13,7 +13,8 @@ Verdicts per level, on aggregate tok/s (median over repeats, the decision figure
   decision: intervals apart and medians more than 1 % apart, `decisions.figures_separated`);
 - `loses`: the best static setting beats the schedule beyond the noise (the report names it and by how much);
 - `no evidence`: the schedule's or every static setting's cell is not evidence (missing repeats, no steady
-  state, a failed server).
+  state, a failed server). Static settings the correctness gate marked unsafe are no rivals (unless the
+  config allows them), as in every recommendation.
 A schedule is recommended for deployment only when it holds at every measured level; otherwise the report
 says where it lost, and the per-level recommendation stays with the static settings there.
 """
@@ -75,12 +76,13 @@ def verify_schedules(data: RunData) -> list[ScheduleLevel]:
     if not schedules or data.open_loop:
         return []
     evidence = data.complete_evidence()
-    statics = [n for n in evidence.measured_settings() if n not in schedules]
+    allowed = data.recommendable()  # a static rival the correctness gate marked unsafe is no alternative
+    statics = [n for n in allowed.measured_settings() if n not in schedules]
     out = []
     for name in schedules:
         for level in data.concurrency_levels:
             mine = evidence.cell(name, level)
-            rivals = [c for n in statics if (c := evidence.cell(n, level)) is not None and c.aggregate_tok_s.median]
+            rivals = [c for n in statics if (c := allowed.cell(n, level)) is not None and c.aggregate_tok_s.median]
             best = max(rivals, key=lambda c: c.aggregate_tok_s.median or 0.0, default=None)
             base = evidence.cell(evidence.baseline, level) if evidence.baseline else None
             if mine is None or best is None or not mine.aggregate_tok_s.median:
