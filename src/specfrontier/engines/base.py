@@ -21,9 +21,13 @@ asks them for commands and readings and stores what comes back. Adapters are che
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 import aiohttp
@@ -198,9 +202,29 @@ class EngineAdapter(ABC, Generic[SettingT]):
     """Whether the server keeps a connection open after a streamed response, so the client reuses it
     (see `StreamingClient`); False for an engine known to close it, so no request meets a dead socket."""
 
+    files_dir: Path | None = None
+    """Where files a launch reads (an options or schedule file) are written: the sweep sets it to the run's
+    log folder, so a stored launch command still finds its file after the run; None: a temporary folder of
+    the adapter, removed with it."""
+
     def __init__(self, engine: Any) -> None:
         """Built from the config's engine options (`EngineSpec.adapter(config.engine)`); cheap, no I/O."""
         self.engine = engine
+
+    def launch_file(self, name: str, text: str) -> Path:
+        """Write a file a launch command reads (`files_dir`, else the adapter's temporary folder) and return
+        its path."""
+        folder = self.files_dir
+        if folder is None:
+            folder = getattr(self, "_temporary_files", None)
+            if folder is None:
+                folder = Path(tempfile.mkdtemp(prefix=f"specfrontier-{self.name}-"))
+                weakref.finalize(self, shutil.rmtree, folder, True)
+                self._temporary_files = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        return path
 
     @abstractmethod
     def prepare(self, settings: tuple[SettingT, ...]) -> None:

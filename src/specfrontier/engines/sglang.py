@@ -23,11 +23,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
-import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -255,7 +252,6 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         self.engine = engine
         self._help_text = help_text
         self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
-        self._dir: Path | None = None
 
     def _launcher(self) -> list[str]:
         """The command up to the setting's flags: `python -m sglang.launch_server` with the engine options."""
@@ -308,12 +304,8 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         return argv + list(self._engine_args()) + list(setting.extra_args)
 
     def _adaptive_file(self, setting: SGLangSetting) -> Path:
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="specfrontier-sglang-"))
-            weakref.finalize(self, shutil.rmtree, self._dir, True)
-        path = self._dir / f"{setting.name}.adaptive.json"
-        path.write_text(json.dumps(adaptive_config_json(setting.adaptive_config or {}), indent=2), encoding="utf-8")
-        return path
+        text = json.dumps(adaptive_config_json(setting.adaptive_config or {}), indent=2)
+        return self.launch_file(f"{setting.name}.adaptive.json", text)
 
     def version(self) -> str:
         return "sglang (version from /server_info)"

@@ -82,8 +82,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -583,7 +581,6 @@ class TrtllmAdapter(EngineAdapter[TrtllmSetting]):
         self.engine = engine
         self._help_text = help_text
         self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
-        self._dir: Path | None = None
 
     @property
     def options(self) -> TrtllmEngine:
@@ -638,15 +635,10 @@ class TrtllmAdapter(EngineAdapter[TrtllmSetting]):
             self.options_file(setting)
 
     def options_file(self, setting: TrtllmSetting) -> Path:
-        """Write the setting's options file into the adapter's own temporary folder; return its path."""
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="specfrontier-trtllm-"))
-            weakref.finalize(self, shutil.rmtree, self._dir, True)
-        path = self._dir / f"{setting.name}.yaml"
+        """Write the setting's options file (beside the run's logs in a sweep, `launch_file`); return its path."""
         text = "# written by specfrontier for trtllm-serve (--config / --extra_llm_api_options)\n"
         text += yaml.safe_dump(llm_api_options(setting, self.options), sort_keys=False)
-        path.write_text(text, encoding="utf-8")
-        return path
+        return self.launch_file(f"{setting.name}.yaml", text)
 
     def command(self, setting: TrtllmSetting, *, port: int, max_concurrency: int) -> list[str]:
         """`--max_batch_size` is the setting's, else the sweep's highest concurrency (TensorRT-LLM's default,

@@ -310,6 +310,7 @@ class Sweep:
     async def _launch(self, run_id: str, setting: EngineSetting, log_path: Path) -> tuple[ServerProcess, str, float]:
         """Start the setting's server on a free port and wait until it is ready and proven ours; a port
         another program took first costs one more launch on a new port, not the setting."""
+        self.adapter.files_dir = log_path.parent  # files the command reads outlive the run, as its log does
         for attempt in range(1, PORT_ATTEMPTS + 1):
             port = free_port()
             argv = self.adapter.command(setting, port=port, max_concurrency=self._server_slots())
