@@ -140,8 +140,10 @@ def test_sglangs_start_up_rules_are_checked_before_launch() -> None:
 def test_the_adapter_writes_the_config_sglang_reads_and_the_face_runs_it(tmp_path: Path) -> None:
     setting = SGLangSetting(name="a", algorithm="EAGLE3", num_steps=4, adaptive_config={1: [4], 8: [2], 32: [0]})
     adapter = SGLangAdapter(SGLangEngine(model_path="/m"), help_text="")
+    adapter.files_dir = tmp_path / "specfrontier-logs" / "run"  # what a sweep sets: beside the server logs
     argv = adapter.command(setting, port=30001, max_concurrency=8)
     path = Path(argv[argv.index("--speculative-adaptive-config") + 1])
+    assert path == tmp_path / "specfrontier-logs" / "run" / "a.adaptive.json"  # outlives the run
     config = json.loads(path.read_text(encoding="utf-8"))
     assert config == {"1": {"candidate_steps": [4]}, "8": {"candidate_steps": [2]}, "32": {"candidate_steps": [0]}}
     sglang_check_num_steps(config, int(argv[argv.index("--speculative-num-steps") + 1]))
