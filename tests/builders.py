@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from specfrontier.cli import main
 from specfrontier.records import RequestRecord
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the console-script entry point in-process: (exit code, stdout, stderr), colour codes removed."""
+    monkeypatch.setattr(sys, "argv", ["specfrontier", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    return code, ANSI.sub("", out.out), ANSI.sub("", out.err)
 
 
 def record_ms(

@@ -17,25 +17,13 @@ import pytest
 
 from builders import back_to_back
 from builders import record_ms as _record
+from builders import run_cli as _cli
 from specfrontier.analysis import load_run
-from specfrontier.cli import main
 from specfrontier.report import report_json
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run the console-script entry point in-process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["specfrontier", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, ANSI.sub("", out.out), ANSI.sub("", out.err)
 
 
 def _process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

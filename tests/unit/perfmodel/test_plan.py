@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from builders import run_cli as _cli
 from builders import run_virtual
-from specfrontier.cli import main
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
@@ -84,17 +83,6 @@ def test_plan_on_a_simulated_run_uses_measured_acceptance_and_the_profile_moe_sh
     assert "fitted from throughput" not in plan.model.acceptance["EAGLE3"].source
     assert max(plan.errors(in_fit=True)) < 30
     assert levels(run.cells) == [1, 2, 4, 8, 16]
-
-
-def _cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["specfrontier", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, ANSI.sub("", out.out), ANSI.sub("", out.err)
 
 
 def test_cli_import_then_plan(

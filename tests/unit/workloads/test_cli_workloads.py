@@ -4,25 +4,13 @@ missing package is listed with its pip command; a config naming it fails before 
 from __future__ import annotations
 
 import json
-import sys
 from importlib.metadata import PackageNotFoundError
 from pathlib import Path
 
 import pytest
 
-from specfrontier.cli import main
+from builders import run_cli as _run
 from specfrontier.workloads import sources
-
-
-def _run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["specfrontier", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_json_lists_every_source_with_its_facts(
