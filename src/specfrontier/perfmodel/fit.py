@@ -20,8 +20,8 @@ because tau and T trade off against each other.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -30,11 +30,18 @@ from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
 from specfrontier.perfmodel.capacity import CapacityLaw, fit_capacity
 from specfrontier.perfmodel.cycle import FORMS, CycleModel, CycleObservation, fit_form, shapes
+from specfrontier.perfmodel.plateau import infer_capacity
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
 from specfrontier.theory.capacity import with_user_cap
 from specfrontier.theory.throughput import per_request_tok_s, running_requests
 
 ALPHA_COARSE = tuple(float(a) for a in np.linspace(0.40, 0.995, 12))
+LAW_MARGIN = 0.5
+"""An inferred capacity law is kept only when it at least halves the leave-one-cell-out error. From
+aggregate tok/s alone a compute ridge reads as a law with S0 near 0 and fits almost as well; measured on
+simulated sweeps (benchmarks/model_accuracy.py) a true capacity limit cut the error to 0.10-0.15 x, a
+compute plateau (chat sampling, where depth 2 saturates before its capacity) only to 0.82-0.91 x, and
+keeping that law put held-out depths 10 % low."""
 INTERVAL_WIDTH = 2.0
 """Half-width of the prediction interval in units of the LOO RMS relative error."""
 
@@ -355,6 +362,8 @@ def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, floa
         if held.params.speculative and held.params.family not in {c.params.family for c in rest}:
             continue  # a drafter seen only in this cell cannot be predicted without it
         sub = _context(rest)
+        if sub.law.kind == "unknown":  # an inferred law (nothing read back) holds for every fold
+            sub = replace(sub, law=ctx.law)
         try:
             model = _fit_on(sub, rest, form, rho, shape_grid=shape_grid, alpha_grids=alpha_grids)
             held_errors = _relative_errors(model, [held])
@@ -365,15 +374,56 @@ def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, floa
     return full, (_rms(errors) if errors else None), {lv: _rms(e) for lv, e in sorted(by_level.items())}
 
 
+_Fits = dict[str, tuple[FittedModel, float | None, dict[int, float]]]
+
+
+def _score(loo: float | None, form: str) -> tuple[float, int]:
+    # Each extra form must beat the simpler ones by more than 1 % of their error: a tie (e.g. the MoE
+    # term at rho -> 0, which is linear in B*D like the dense term) keeps the simpler form.
+    return (math.inf if loo is None else loo * (1 + 0.01 * FORMS.index(form)), FORMS.index(form))
+
+
+def _explains_plateaus(loo_with_law: float | None, loo_without: float | None) -> bool:
+    """Whether an inferred capacity law clearly beats no law: its leave-one-cell-out error at most
+    LAW_MARGIN x the error without it."""
+    if loo_with_law is None or loo_without is None:
+        return False
+    return loo_with_law <= LAW_MARGIN * loo_without
+
+
+def _fit_forms(ctx: _Context, forms: Sequence[str], rho: float | None) -> tuple[_Fits, str]:
+    """Every form's fit and leave-one-cell-out error, and the form chosen by that error."""
+    fits = {form: _loo(ctx, form, rho) for form in forms}
+    return fits, min(forms, key=lambda form: _score(fits[form][1], form))
+
+
+def _with_inferred_capacity(
+    ctx: _Context, cells: Sequence[ModelCell], forms: Sequence[str], rho: float | None
+) -> _Context | None:
+    """`ctx` with the capacity law the throughput plateaus imply (plateau.py), or None when they imply none."""
+
+    def fit_free(sub: Sequence[ModelCell]) -> Callable[[SettingParams, int], Prediction]:
+        return fit_model(sub, forms=forms, rho=rho, infer_capacity_law=False).predict
+
+    try:
+        inferred = infer_capacity(cells, fit_free)
+    except ConfigError:  # too few cells below the plateaus to fit: no inference
+        return None
+    return None if inferred is None else replace(ctx, law=inferred.law)
+
+
 def fit_model(
     cells: Sequence[ModelCell],
     *,
     forms: Sequence[str] = FORMS,
     rho: float | None = None,
+    infer_capacity_law: bool = True,
 ) -> FittedModel:
     """Fit acceptance, capacity and cycle time to `cells`; choose the cycle form by leave-one-cell-out error.
 
     `rho` = experts_per_token / experts of an MoE target when known (else the MoE form fits it on a grid).
+    With no capacity read back, the capacity law the throughput plateaus imply (plateau.py) is tried too and
+    kept when it clearly lowers the leave-one-cell-out error (LAW_MARGIN; `infer_capacity_law=False`: never).
     Raises ConfigError when the cells cannot support a fit (no figures, fewer cells than needed)."""
     usable = [c for c in cells if c.per_request_tok_s is not None or c.aggregate_tok_s is not None]
     if len(usable) < 2:
@@ -385,16 +435,14 @@ def fit_model(
     if unknown:
         raise ConfigError(f"model: form = {unknown[0]!r}: unknown; fix: use some of {', '.join(FORMS)}")
     ctx = _context(usable)
-    fits = {form: _loo(ctx, form, rho) for form in forms}
+    fits, chosen = _fit_forms(ctx, forms, rho)
+    if infer_capacity_law and ctx.law.kind == "unknown":
+        inferred = _with_inferred_capacity(ctx, usable, forms, rho)
+        if inferred is not None:
+            fits_inferred, chosen_inferred = _fit_forms(inferred, forms, rho)
+            if _explains_plateaus(fits_inferred[chosen_inferred][1], fits[chosen][1]):
+                fits, chosen = fits_inferred, chosen_inferred
     loo = {form: fit[1] for form, fit in fits.items()}
-
-    def rank(form: str) -> tuple[float, int]:
-        # Each extra form must beat the simpler ones by more than 1 % of their error: a tie (e.g. the MoE
-        # term at rho -> 0, which is linear in B*D like the dense term) keeps the simpler form.
-        score = loo[form]
-        return (math.inf if score is None else score * (1 + 0.01 * FORMS.index(form)), FORMS.index(form))
-
-    chosen = min(forms, key=rank)
     model = fits[chosen][0]
     train = _rms(_relative_errors(model, usable))
     return FittedModel(
