@@ -15,6 +15,25 @@ from specfrontier.records import RequestRecord
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
+
+
+def tagged_processes(tag: str, command: bytes) -> list[int]:
+    """Pids of live processes whose environment holds `tag` (NAME=VALUE) and whose command line holds
+    `command`: what a test started, found without matching other programs by name."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (
+                    tag.encode() in (proc / "environ").read_bytes().split(b"\0")
+                    and command in (proc / "cmdline").read_bytes()
+                ):
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

@@ -76,6 +76,10 @@ def test_missing_settings_means_the_default_settings() -> None:
         ({"settings": [{"name": "has space"}]}, "settings[0].name", "fix: use letters"),
         ({"workload": {"max_tokens": 0}}, "workload.max_tokens = 0", "fix: use a larger value"),
         ({"engine": {"name": "sglang"}}, "engine.model_path: missing", "fix: add this key"),
+        ({"executor": {"kind": "slurm"}}, "executor.kind = 'slurm'", "fix: use one of"),
+        ({"executor": {"kind": "ray", "resources": {"GPU": 0}}}, "executor.resources.GPU = 0", "fix: drop it"),
+        ({"executor": {"kind": "ray", "max_attempts": 0}}, "executor.max_attempts = 0", "fix: use a larger value"),
+        ({"executor": {"kind": "ray"}, "verify_schedule": True}, "with verify_schedule = true", "fix: run it"),
     ],
 )
 def test_invalid_config_names_field_and_fix(data: dict[str, Any], field: str, fix: str) -> None:

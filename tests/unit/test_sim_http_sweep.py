@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from builders import tagged_processes
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
 from specfrontier.metrics.window import cell_metrics
@@ -30,18 +31,7 @@ TAG = f"SPECFRONTIER_SIM_TEST={uuid.uuid4().hex}"
 
 def _ours() -> list[int]:
     """Simulator processes started by this test module (found by an inherited environment tag)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if (
-                    TAG.encode() in (proc / "environ").read_bytes().split(b"\0")
-                    and b"specfrontier.sim.serve" in (proc / "cmdline").read_bytes()
-                ):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
+    return tagged_processes(TAG, b"specfrontier.sim.serve")
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -43,17 +43,29 @@ def apply_search_options(
     cfg: TuneConfig, *, strategy: str | None, max_launches: int | None, max_engine_s: float | None
 ) -> TuneConfig:
     """`cfg` with `--search`, `--max-launches` and `--max-engine-s` applied to its `search:` block."""
-    overrides = {"strategy": strategy, "max_launches": max_launches, "max_engine_s": max_engine_s}
-    given = {k: v for k, v in overrides.items() if v is not None}
+    options = {"strategy": "--search", "max_launches": "--max-launches", "max_engine_s": "--max-engine-s"}
+    given = {"strategy": strategy, "max_launches": max_launches, "max_engine_s": max_engine_s}
+    return _with_options(cfg, "search", given, options)
+
+
+def _with_options(cfg: TuneConfig, block: str, given: dict[str, Any], options: dict[str, str]) -> TuneConfig:
+    """`cfg` with the command-line values in `given` (None: not given) set in its `block:`; a bad value is
+    named by its option (`options`: key -> flag)."""
+    given = {k: v for k, v in given.items() if v is not None}
     if not given:
         return cfg
     data = cfg.model_dump(mode="json")
-    data["search"] = {**data["search"], **given}
+    data[block] = {**data[block], **given}
     try:
         return type(cfg).model_validate(data)
     except ValidationError as exc:
-        option = "--" + next(iter(given)).replace("_", "-").replace("strategy", "search")
-        raise ConfigError(describe_validation_error(exc, option)) from exc
+        raise ConfigError(describe_validation_error(exc, options[next(iter(given))])) from exc
+
+
+def apply_executor_options(cfg: TuneConfig, *, executor: str | None, address: str | None) -> TuneConfig:
+    """`cfg` with `--executor` and `--address` applied to its `executor:` block."""
+    options = {"kind": "--executor", "address": "--address"}
+    return _with_options(cfg, "executor", {"kind": executor, "address": address}, options)
 
 
 def refuse_on_resume(strategy: str | None, max_launches: int | None, max_engine_s: float | None) -> None:
@@ -235,6 +247,13 @@ def tune(
         float | None, typer.Option("--max-engine-s", help="Search budget: engine-seconds (startup + windows).")
     ] = None,
     slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option("--executor", help="local (one setting at a time, default) or ray (settings in parallel)."),
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option("--address", help="With --executor ray: the cluster to join (unset: a local Ray).")
+    ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
     if events not in (None, "jsonl"):
@@ -244,8 +263,13 @@ def tune(
     cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
     if cfg is None:
         refuse_on_resume(search, max_launches, max_engine_s)
+        if executor is not None or address is not None:
+            raise ConfigError(
+                "--executor/--address with --resume: a resumed run keeps its stored executor; fix: drop them"
+            )
     else:
         cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
+        cfg = apply_executor_options(cfg, executor=executor, address=address)
     sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents())
     progress = _progress(quiet, events, sweep.config, sweep.store, run_id)
     out = progress.console  # stderr in JSON-lines mode: stdout carries only the events

@@ -129,6 +129,33 @@ class LoadConfig(_Strict):
         return self
 
 
+class ExecutorConfig(_Strict):
+    """Where the settings run: here, one at a time (local), or as tasks on a Ray cluster (docs/scale.md)."""
+
+    kind: Literal["local", "ray"] = Field(
+        "local", description="local: one setting at a time on this machine; ray: settings in parallel on a cluster."
+    )
+    address: str | None = Field(
+        None, description="Ray: the cluster to join (e.g. ray://head:10001 or 10.0.0.1:6379); unset: a local Ray."
+    )
+    resources: dict[str, float] = Field(
+        default_factory=lambda: {"CPU": 1.0},
+        description="Ray: what one setting holds while it runs, e.g. {GPU: 4} for a TP-4 server; its server and "
+        "load generator run together on the node that has them.",
+    )
+    max_attempts: int = Field(
+        2, ge=1, le=10, description="Ray: launches of a setting whose node or worker died before it finished."
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _positive(cls, resources: dict[str, float]) -> dict[str, float]:
+        for name, amount in resources.items():
+            if amount <= 0:
+                raise ValueError(f"executor.resources.{name} = {amount}: must be positive; fix: drop it or raise it")
+        return resources
+
+
 class TuneBase(_Strict):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
@@ -191,6 +218,9 @@ class TuneBase(_Strict):
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig, description="Where the settings run (local, or a Ray cluster)."
+    )
     verify_schedule: bool = Field(
         False,
         description="After the settings, run the measured best depth per batch size as one more setting (the "
@@ -233,6 +263,15 @@ class TuneBase(_Strict):
         if dupes:
             raise ValueError(
                 f"workloads: key = {dupes[0]!r} appears twice; fix: give one of them a distinct name or sampling"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _executor_supported(self) -> TuneBase:
+        if self.executor.kind == "ray" and self.verify_schedule:
+            raise ValueError(
+                "executor.kind = 'ray' with verify_schedule = true: the schedule is built from the finished run; "
+                "fix: run it locally (executor.kind: local), or verify in a second run"
             )
         return self
 
@@ -317,6 +356,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 
 __all__ = [
     "LISTEN_FLAGS",
+    "ExecutorConfig",
     "LoadConfig",
     "TuneBase",
     "WorkloadConfig",

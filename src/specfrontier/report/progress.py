@@ -77,7 +77,8 @@ class SweepProgress:
         self.done = 0
         self.current = ""
         self.rows: list[list[str]] = []
-        self._setting_done = 0
+        self._done_by_setting: dict[str, int] = {}
+        """Cells finished per setting (settings run side by side on a Ray cluster)."""
         self._live: Live | None = None
 
     # -- figures -----------------------------------------------------------------------------------
@@ -110,10 +111,15 @@ class SweepProgress:
     def events(self) -> SweepEvents:
         if self.mode == "quiet":
             return SweepEvents()
-        return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell)
+        return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell, self.on_placed)
+
+    def on_placed(self, setting: EngineSetting, where: str) -> None:
+        """A setting placed on a node of a cluster (Ray executor): which setting runs where."""
+        self._emit("setting_placed", setting=setting.name, where=where)
+        self._line(f"[bold]setting {escape(setting.name)}[/bold]: on {escape(where)}")
 
     def on_start(self, setting: EngineSetting, argv: list[str]) -> None:
-        self.current, self._setting_done = setting.name, 0
+        self.current = setting.name
         program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name if argv else "?"
         self._emit("setting_start", setting=setting.name, argv=argv)
         self._line(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
@@ -125,7 +131,7 @@ class SweepProgress:
             self._line(f"  [yellow]{escape(capacity.source.split('WARNING: ', 1)[1])}[/yellow]")
 
     def on_failed(self, setting: EngineSetting, message: str) -> None:
-        skipped = max(self.per_setting - self._setting_done, 0)
+        skipped = max(self.per_setting - self._done_by_setting.get(setting.name, 0), 0)
         self.total = max(self.total - skipped, self.done)  # its cells will not be measured
         self._emit("setting_failed", setting=setting.name, message=message)
         self._line(f"  [red]failed[/red]: {escape(message.splitlines()[0])} (recorded; continuing)")
@@ -133,9 +139,9 @@ class SweepProgress:
     def on_cell(self, done: CellDone) -> None:
         if done.setting != self.current:  # a sweep without launch events (the virtual simulator)
             self._line(f"[bold]setting {escape(done.setting)}[/bold]")
-            self.current, self._setting_done = done.setting, 0
+            self.current = done.setting
         self.done += 1
-        self._setting_done += 1
+        self._done_by_setting[done.setting] = self._done_by_setting.get(done.setting, 0) + 1
         m, c = done.metrics, done.counters
         accept = c.acceptance_rate if c is not None else None
         level = f"C={done.concurrency}" if done.request_rate is None else f"{done.request_rate:g} req/s"

@@ -45,6 +45,7 @@ from specfrontier.config.load import parse_config
 from specfrontier.engines import Capacity, EngineAdapter, EngineSetting
 from specfrontier.engines.registry import spec_of
 from specfrontier.errors import (
+    ConfigError,
     EngineError,
     EngineStartError,
     PortTakenError,
@@ -113,6 +114,8 @@ class SweepEvents:
     on_setting_ready: Callable[[EngineSetting, float, Capacity], None] | None = None
     on_setting_failed: Callable[[EngineSetting, str], None] | None = None
     on_cell_done: Callable[[CellDone], None] | None = None
+    on_setting_placed: Callable[[EngineSetting, str], None] | None = None
+    """A setting was placed on a node of a cluster (the Ray executor): where, in words."""
 
 
 def workload_label(config: TuneConfig) -> str:
@@ -215,6 +218,17 @@ class Sweep:
         status = "done" if self._missing_count == 0 else ("incomplete" if cells else "failed")
         self.store.set_run_status(run_id, status)
         return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
+
+    async def measure_setting(
+        self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None
+    ) -> tuple[int, list[tuple[str, str]]]:
+        """Every missing cell of one setting (only at `levels` when the search asks for a subset), alone (a
+        Ray worker's job, runs/distributed.py): the cells not measured, and (setting, first line of the
+        error) when the setting failed."""
+        self._missing_count = 0
+        self._failed = []
+        await self._run_setting(run_id, setting, levels=levels)
+        return self._missing_count, list(self._failed)
 
     def _mark(self, run_id: str, status: str) -> None:
         """Set the run's status on the way out of an error; a store that cannot be written (the error
@@ -439,14 +453,29 @@ class Runner(Protocol):
     async def run(self, run_id: str) -> RunOutcome: ...
 
 
+RAY_RUNNER = "specfrontier.runs.distributed:RaySweep"
+"""The runner of `executor: {kind: ray}`, named like an engine's runner: it builds on this module, and Ray
+is optional, so it is imported only when a config asks for it."""
+
+
+def _resolve(path: str) -> Callable[[TuneConfig], Runner]:
+    """The runner factory a `module:function` name refers to."""
+    module, _, function = path.partition(":")
+    factory: Callable[[TuneConfig], Runner] = getattr(importlib.import_module(module), function)
+    return factory
+
+
 def make_runner(config: TuneConfig, events: SweepEvents | None = None) -> Runner:
     """The runner the config's engine registered (the server sweep unless it says otherwise)."""
-    path = spec_of(config).runner
-    if path is None:
-        runner: Runner = Sweep(config)
-    else:
-        module, _, function = path.partition(":")
-        runner = getattr(importlib.import_module(module), function)(config)
+    spec = spec_of(config)
+    runner: Runner = Sweep(config) if spec.runner is None else _resolve(spec.runner)(config)
+    if config.executor.kind == "ray":
+        if type(runner) is not Sweep:
+            raise ConfigError(
+                f"executor.kind = 'ray' with engine {spec.name!r}: this run is in-process (no server to place on "
+                "a node); fix: use executor.kind: local (the simulator: engine.face: http)"
+            )
+        runner = _resolve(RAY_RUNNER)(config)
     runner.events = events or SweepEvents()
     return runner
 

@@ -375,6 +375,15 @@ class Store:
                 (run_id, setting_id, position, name, json.dumps(params, sort_keys=True), int(speculative)),
             )
 
+    @_guarded("updating the run's environment", writes=True)
+    def merge_environment(self, run_id: str, key: str, value: Any) -> None:
+        """Set one key of the run's environment (e.g. the node a setting ran on, learnt during the run)."""
+        with self._transaction() as db:
+            row = db.execute("SELECT environment_json FROM run WHERE run_id=?", (run_id,)).fetchone()
+            environment = json.loads(row["environment_json"]) if row else {}
+            environment[key] = value
+            db.execute("UPDATE run SET environment_json=? WHERE run_id=?", (json.dumps(environment), run_id))
+
     @_guarded("updating a setting", writes=True)
     def update_setting(self, run_id: str, setting_id: str, **fields: Any) -> None:
         """Set columns of a setting row (status, command, capacity, startup_s, error, log_tail ...)."""

@@ -69,6 +69,27 @@ def test_jsonl_mode_writes_one_parseable_event_per_line() -> None:
     assert lines[-1] == {"event": "run_done", "run_id": "run1", "html": "r.html", "cells": 1}
 
 
+def test_settings_side_by_side_say_where_they_run_and_a_failure_skips_only_its_own_cells() -> None:
+    out = io.StringIO()
+    progress = SweepProgress(Console(file=io.StringIO()), "jsonl", 6, per_setting_cells=3, out=out, clock=Clock())
+    events = progress.events()
+    assert events.on_setting_placed is not None
+    where = "node 0123abcd, 4 GPU(s) NVIDIA H200, 570.86"
+    events.on_setting_placed(Named("a"), where)
+    events.on_setting_placed(Named("b"), "node 4567ef01")
+    events.on_cell_done(_cell("a", 1, 0))
+    events.on_cell_done(_cell("b", 1, 0))
+    events.on_cell_done(_cell("a", 2, 0))  # cells of the two settings interleave
+    events.on_setting_failed(Named("b"), "node lost")
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert lines[0] == {
+        "event": "setting_placed",
+        "setting": "a",
+        "where": "node 0123abcd, 4 GPU(s) NVIDIA H200, 570.86",
+    }
+    assert progress.total == 4  # b's two unmeasured cells leave the plan; a's do not
+
+
 def test_lines_mode_prints_each_cell_with_its_plan_and_quiet_prints_nothing() -> None:
     console = Console(file=io.StringIO(), width=200)
     progress = SweepProgress(console, "lines", 2)
