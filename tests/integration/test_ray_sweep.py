@@ -10,6 +10,7 @@ stored exactly once; no server is left running anywhere.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from builders import tagged_processes
+from builders import run_cli, tagged_processes
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
 from specfrontier.runs.cell import CellDone
@@ -184,3 +185,41 @@ async def test_a_guided_search_proposes_settings_while_workers_are_free_and_keep
     assert len(cells) == len(set(cells))
     nodes = {sweep.store.run(run_id).environment[f"node:{name}:1"]["node_id"] for name in launched}
     assert len(nodes) == 2  # proposals ran side by side on both nodes
+
+
+async def test_a_server_crash_on_ray_is_recorded_as_locally_and_resume_measures_only_what_is_missing(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    once = tmp_path / "crashed-once"
+    knobs = ["--crash-after", "12", "--crash-once-file", str(once)]  # mid-sweep, once: the relaunch runs clean
+    settings = [{"name": "no-spec"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2, "extra_args": knobs}]
+    data = _config(tmp_path / "c.db", "ray", settings)
+    store, run_id, outcome = await _run(data)
+    assert once.exists() and outcome.status == "incomplete" and outcome.missing > 0
+    assert [name for name, _ in outcome.failed_settings] == ["steps2"]  # an error of the setting, not a lost node
+    assert not any(k.startswith("lost:") for k in store.run(run_id).environment)
+    kept = _cells(store, run_id)
+    store.close()
+    sweep, resumed = open_sweep(None, Path(data["store"]), resume=run_id)
+    again = await sweep.run(resumed)
+    assert again.status == "done"
+    cells = _cells(sweep.store, run_id)
+    assert len(cells) == len(set(cells)) == 6 and set(kept) <= set(cells)
+
+
+def test_the_command_line_starts_a_private_local_ray_and_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key, value = TAG.split("=")
+    monkeypatch.setenv(key, value)
+    config = tmp_path / "sweep.yaml"
+    data = _config(tmp_path / "cli.db", "local", SETTINGS[:2])
+    data["executor"] = {"kind": "local", "resources": {"CPU": 1}}
+    config.write_text(json.dumps(data), encoding="utf-8")  # JSON is YAML
+    code, out, err = run_cli(monkeypatch, capsys, "tune", "--config", str(config), "--executor", "ray")
+    assert code == 0, err
+    assert "setting no-spec: on node" in out and "setting steps1: on node" in out
+    assert not ray.is_initialized()  # the private Ray is stopped with the run
+    store = Store(tmp_path / "cli.db")
+    (run,) = store.runs()
+    assert run.config["executor"]["kind"] == "ray" and len(_cells(store, run.run_id)) == 6

@@ -10,8 +10,9 @@ import pytest
 
 from builders import run_cli
 from specfrontier.config.load import parse_config
+from specfrontier.engines.registry import spec_of
 from specfrontier.errors import ConfigError
-from specfrontier.runs.distributed import RecordingStore
+from specfrontier.runs.distributed import RecordingStore, default_resources, settings_at_once
 from specfrontier.runs.sweep import open_sweep
 
 
@@ -65,3 +66,27 @@ def test_cli_executor_options(
     code, _, err = run_cli(monkeypatch, capsys, "tune", "--resume", "r1", "--executor", "ray", "--store", db)
     assert code == 2 and "a resumed run keeps its stored executor" in err
     assert not Path(db).exists()
+
+
+@pytest.mark.parametrize(
+    ("engine", "gpus"),
+    [
+        ({"name": "sglang", "model_path": "/m", "tp_size": 4}, 4),
+        ({"name": "vllm", "model": "/m", "tensor_parallel_size": 2}, 2),
+        ({"name": "trtllm", "model": "/m", "speculative_model": "/d", "tp_size": 8}, 8),
+        ({"name": "sim", "face": "http"}, 0),
+        ({}, 0),  # llama.cpp, the default engine: CPU
+    ],
+)
+def test_a_setting_holds_the_engines_gpus_per_server(engine: dict[str, object], gpus: int) -> None:
+    config = parse_config({"engine": engine} if engine else {})
+    adapter = spec_of(config).adapter(config.engine)
+    expected = {"CPU": 1.0, "GPU": float(gpus)} if gpus else {"CPU": 1.0}
+    assert default_resources(adapter) == expected
+
+
+def test_settings_at_once_is_what_the_cluster_holds_of_the_scarcest_resource() -> None:
+    cluster = {"CPU": 64.0, "GPU": 32.0, "memory": 1e12}
+    assert settings_at_once(cluster, {"CPU": 1.0, "GPU": 4.0}) == 8
+    assert settings_at_once(cluster, {"CPU": 16.0, "GPU": 1.0}) == 4  # CPUs run out first
+    assert settings_at_once(cluster, {"slot": 1.0}) == 1  # nowhere yet: one waits in Ray's queue

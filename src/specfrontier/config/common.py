@@ -138,10 +138,11 @@ class ExecutorConfig(_Strict):
     address: str | None = Field(
         None, description="Ray: the cluster to join (e.g. ray://head:10001 or 10.0.0.1:6379); unset: a local Ray."
     )
-    resources: dict[str, float] = Field(
-        default_factory=lambda: {"CPU": 1.0},
-        description="Ray: what one setting holds while it runs, e.g. {GPU: 4} for a TP-4 server; its server and "
-        "load generator run together on the node that has them.",
+    resources: dict[str, float] | None = Field(
+        None,
+        description="Ray: what one setting holds while it runs, e.g. {GPU: 8} or a custom resource; its server "
+        "and load generator run together on the node that has them (unset: 1 CPU and the engine's GPUs per "
+        "server, its tensor-parallel size).",
     )
     max_attempts: int = Field(
         2, ge=1, le=10, description="Ray: launches of a setting whose node or worker died before it finished."
@@ -149,8 +150,8 @@ class ExecutorConfig(_Strict):
 
     @field_validator("resources")
     @classmethod
-    def _positive(cls, resources: dict[str, float]) -> dict[str, float]:
-        for name, amount in resources.items():
+    def _positive(cls, resources: dict[str, float] | None) -> dict[str, float] | None:
+        for name, amount in (resources or {}).items():
             if amount <= 0:
                 raise ValueError(f"executor.resources.{name} = {amount}: must be positive; fix: drop it or raise it")
         return resources

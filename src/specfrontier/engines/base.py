@@ -241,6 +241,11 @@ class EngineAdapter(ABC, Generic[SettingT]):
     def version(self) -> str:
         """A human-readable version string of the engine binary (for the environment record)."""
 
+    def gpus_per_server(self) -> int:
+        """GPUs one server of this engine holds (its parallel size): what the Ray executor places a
+        setting with unless the config says otherwise (0: a CPU engine or the simulator)."""
+        return 0
+
     def environment(self) -> dict[str, str]:
         """Environment variables the server needs on top of ours (none by default). Not stored with the
         run (only the command is), so they must hold no secret the user did not put in a config."""

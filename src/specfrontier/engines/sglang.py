@@ -253,6 +253,9 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         self._help_text = help_text
         self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
 
+    def gpus_per_server(self) -> int:
+        return self.engine.tp_size if isinstance(self.engine, SGLangEngine) else 0  # the simulator's face: none
+
     def _launcher(self) -> list[str]:
         """The command up to the setting's flags: `python -m sglang.launch_server` with the engine options."""
         eng = self.engine

@@ -582,6 +582,9 @@ class TrtllmAdapter(EngineAdapter[TrtllmSetting]):
         self._help_text = help_text
         self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
 
+    def gpus_per_server(self) -> int:
+        return self.options.tp_size
+
     @property
     def options(self) -> TrtllmEngine:
         eng = self.engine

@@ -426,6 +426,10 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         self._launched_seqs: dict[str, int] = {}
         """`--max-num-seqs` of each setting's last command: the server does not report it."""
 
+    def gpus_per_server(self) -> int:
+        size: int = self.engine.tensor_parallel_size
+        return size
+
     def prepare(self, settings: tuple[VllmSetting, ...]) -> None:
         self.python = resolve_python(self.engine)
         if not self.python.exists():

@@ -33,7 +33,7 @@ from typing import Any
 
 from specfrontier.config import TuneConfig
 from specfrontier.config.load import parse_config
-from specfrontier.engines import EngineSetting
+from specfrontier.engines import EngineAdapter, EngineSetting
 from specfrontier.errors import ConfigError
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.runs.cell import CellDone
@@ -155,7 +155,7 @@ class RaySweep(Sweep):
         self.planner = planner = planner_for(self.config, self.store, run_id)
         self._missing_count = 0
         self._failed: list[tuple[str, str]] = []
-        resources = self.config.executor.resources
+        resources = self.resources = self.config.executor.resources or default_resources(self.adapter)
         task = ray.remote(measure_remotely).options(max_retries=0, **_placement(resources))
         self.slots = settings_at_once(ray.cluster_resources(), resources)
         running: set[asyncio.Task[None]] = set()
@@ -264,6 +264,13 @@ class RaySweep(Sweep):
                     request_rate=rate, workload=cell["workload"],
                 )
             )  # fmt: skip
+
+
+def default_resources(adapter: EngineAdapter[Any]) -> dict[str, float]:
+    """What a setting holds when the config does not say: one CPU for its load generator, and the GPUs one
+    server of the engine holds (its tensor-parallel size; none for llama.cpp on the CPU or the simulator)."""
+    gpus = adapter.gpus_per_server()
+    return {"CPU": 1.0, **({"GPU": float(gpus)} if gpus else {})}
 
 
 def settings_at_once(cluster: dict[str, float], need: dict[str, float]) -> int:
