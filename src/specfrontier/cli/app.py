@@ -13,16 +13,17 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
-from specfrontier.report.progress import SweepProgress
-from specfrontier.runs.sweep import SweepEvents
 from specfrontier.store import Store
+
+if TYPE_CHECKING:
+    from specfrontier.runs.sweep import SweepEvents
 
 app = typer.Typer(
     add_completion=False,
@@ -99,6 +100,8 @@ def _open_existing(path: Path, *, read_only: bool = False) -> Store:
 
 def _events(quiet: bool) -> SweepEvents:
     """Plain progress lines (bench, and anything without a cell plan); nothing when quiet."""
+    from specfrontier.report.progress import SweepProgress  # the sweep machinery: only commands that run one
+
     return SweepProgress(console, "quiet" if quiet else "lines", 0).events()
 
 

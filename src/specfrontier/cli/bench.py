@@ -6,13 +6,12 @@ import asyncio
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.analysis import load_run
 from specfrontier.cli.app import (
     StoreOption,
     _events,
@@ -21,16 +20,20 @@ from specfrontier.cli.app import (
     err,
 )
 from specfrontier.errors import EngineError
-from specfrontier.report import print_report
-from specfrontier.runs.bench import BenchOptions, open_bench
-from specfrontier.runs.cell import CellDone
 from specfrontier.store import Store
+
+if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    from specfrontier.runs.bench import BenchOptions
+    from specfrontier.runs.cell import CellDone
 
 
 def run_bench(
     options: BenchOptions, console: Console, err: Console, on_cell_done: Callable[[CellDone], None] | None
 ) -> None:
     """Measure the running server at `options.url`; Ctrl-C/SIGTERM stop it cleanly (finished cells kept)."""
+    from specfrontier.analysis import load_run
+    from specfrontier.report import print_report
+    from specfrontier.runs.bench import open_bench
 
     async def main() -> tuple[str, str, EngineError | None]:
         bench, run_id = await open_bench(options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,13 +20,16 @@ from specfrontier.cli.app import (
     console,
 )
 from specfrontier.errors import ConfigError
-from specfrontier.perfmodel.plan import Plan, RunCells, make_plan, plan_json, run_cells, within_model_error
-from specfrontier.runs.imported import load_table, store_table
 from specfrontier.store import Store
+
+if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    from specfrontier.perfmodel.plan import Plan, RunCells
 
 
 def run_import(path: Path, *, engine: str | None, store_path: Path, console: Console) -> str:
     """Validate the whole file first (nothing is written on an error), then store it as one run."""
+    from specfrontier.runs.imported import load_table, store_table
+
     table = load_table(path, engine=engine)
     store = Store(store_path)
     try:
@@ -61,6 +64,8 @@ def _margin(margin: float | None, within: bool | None) -> str:
 
 def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     """Terminal rendering: model summary, per-cell errors, frontier, max-depth choice."""
+    from specfrontier.perfmodel.plan import within_model_error
+
     kind = {"imported": "imported figures", "simulated": "SIMULATED cells (model output)", "measured": "measured"}
     console.print(
         f"[bold]plan for run {escape(run.run_id)}[/bold] ({escape(run.engine)}, {kind.get(run.kind, run.kind)}); "
@@ -129,6 +134,8 @@ def run_plan(
     hold_out_concurrency: str | None = None,
 ) -> None:
     """Fit and print; the store is only read (opened read-only: it may be a file the user cannot write)."""
+    from specfrontier.perfmodel.plan import make_plan, plan_json, run_cells
+
     store = Store(store_path, read_only=True)
     try:
         run = run_cells(store, run_id)

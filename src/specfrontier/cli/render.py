@@ -8,22 +8,21 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.analysis import RunData, load_run
-from specfrontier.analysis.compare import Comparison
 from specfrontier.cli.app import (
     console,
 )
-from specfrontier.metrics.slo import Slo
-from specfrontier.report import print_report, report_json, report_markdown
-from specfrontier.report.compare import comparison_summary, comparison_tables
-from specfrontier.report.csv_export import report_csv
-from specfrontier.report.terminal import print_table
 from specfrontier.store import Store
 from specfrontier.textfiles import check_output_path, write_text_atomic
+
+if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    from specfrontier.analysis import RunData
+    from specfrontier.analysis.compare import Comparison
+    from specfrontier.metrics.slo import Slo
 
 FORMATS = ("terminal", "markdown", "json", "csv", "html")
 SUFFIXES = {"terminal": "txt", "markdown": "md", "json": "json", "csv": "csv", "html": "html"}
@@ -35,6 +34,8 @@ def run_report(
 ) -> None:
     """Render one stored run in `fmt` to `output` (stdout when None; HTML: next to the store when None);
     with `slos`, goodput under them is added (docs/metrics.md)."""
+    from specfrontier.analysis import load_run
+    from specfrontier.report import print_report
     from specfrontier.report.html import default_html_path, write_html  # matplotlib: only when drawing
 
     if output is not None:
@@ -55,6 +56,9 @@ def run_report(
 
 def _text(data: RunData, fmt: str) -> str:
     """A non-HTML report as one string, so a file gets it whole (tmp file + rename) or not at all."""
+    from specfrontier.report import print_report, report_json, report_markdown
+    from specfrontier.report.csv_export import report_csv
+
     if fmt == "terminal":
         buffer = io.StringIO()
         print_report(data, Console(file=buffer, width=160))
@@ -86,6 +90,9 @@ def write_compare_html(cmp: Comparison, path: Path, console: Console) -> Path:
 
 
 def print_comparison(cmp: Comparison) -> None:
+    from specfrontier.report.compare import comparison_summary, comparison_tables
+    from specfrontier.report.terminal import print_table
+
     for table in comparison_tables(cmp):
         console.print()
         print_table(table, console)

@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from specfrontier.analysis import load_run
-from specfrontier.analysis.compare import compare_runs
 from specfrontier.cli.app import (
     SLO_HELP,
     StoreOption,
@@ -17,9 +15,7 @@ from specfrontier.cli.app import (
     app,
     console,
 )
-from specfrontier.cli.render import print_comparison, run_report, write_compare_html
 from specfrontier.errors import ConfigError
-from specfrontier.metrics.slo import parse_slo
 
 
 class ReportFormat(StrEnum):
@@ -39,6 +35,9 @@ def report(
     slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
 ) -> None:
     """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
+    from specfrontier.cli.render import run_report
+    from specfrontier.metrics.slo import parse_slo
+
     slos = parse_slo(slo)
     opened = _open_existing(store, read_only=True)
     if opened.imported_cells(run_id):
@@ -57,6 +56,10 @@ def compare(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML: the file to write.")] = None,
 ) -> None:
     """Compare two runs: acceptance, aggregate tok/s per cell, and where the recommendation changes."""
+    from specfrontier.analysis import load_run
+    from specfrontier.analysis.compare import compare_runs
+    from specfrontier.cli.render import print_comparison, write_compare_html
+
     if fmt not in ("terminal", "html"):
         raise ConfigError(f"--format = {fmt!r}: compare draws terminal or html; fix: pick one of them")
     opened = _open_existing(store, read_only=True)

@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.analysis import RunData, load_run
-from specfrontier.analysis.schedule_check import schedule_summary_lines
 from specfrontier.cli.app import (
     StoreOption,
     _open_existing,
     app,
     console,
 )
-from specfrontier.engines.base import ScheduleFormat
-from specfrontier.engines.registry import schedule_formats
 from specfrontier.errors import ConfigError
-from specfrontier.schedules import DepthSchedule, depth_schedule, static_choices, stored_setting
 from specfrontier.textfiles import check_output_path, write_text_atomic
+
+if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    from specfrontier.analysis import RunData
+    from specfrontier.engines.base import ScheduleFormat
+    from specfrontier.schedules import DepthSchedule
 
 
 def _paths(data: RunData) -> tuple[str, str | None]:
@@ -34,6 +34,8 @@ def _paths(data: RunData) -> tuple[str, str | None]:
 
 
 def _format(name: str) -> ScheduleFormat:
+    from specfrontier.engines.registry import schedule_formats
+
     formats = schedule_formats()
     if name not in formats:
         raise ConfigError(f"--engine = {name!r}: no schedule format; fix: use one of {', '.join(formats)}")
@@ -74,6 +76,9 @@ def run_schedule(
     console: Console,
 ) -> None:
     """Print (and with `output`, write) the schedule, its launch command and the static choices."""
+    from specfrontier.analysis.schedule_check import schedule_summary_lines
+    from specfrontier.schedules import depth_schedule, static_choices, stored_setting
+
     _format(engine)  # an unknown format is refused before anything is printed
     if output is not None:
         check_output_path(output, "-o", example=f"{engine}-schedule.json")
@@ -117,7 +122,12 @@ def run_schedule(
 @app.command()
 def schedule(
     run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop run over a depth ladder).")],
-    engine: Annotated[str, typer.Option("--engine", help=f"Schedule format: {' or '.join(schedule_formats())}.")],
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="Schedule format: the engine that serves it (one that takes a per-batch-size schedule)."
+        ),
+    ],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the schedule file here.")] = None,
     slo_tpot_ms: Annotated[
         float | None, typer.Option("--slo-tpot-ms", help="Also pick the best setting meeting TPOT p90 <= this.")
@@ -125,5 +135,6 @@ def schedule(
     store: StoreOption = Path("specfrontier.db"),
 ) -> None:
     """Best speculation depth per batch size as the engine's schedule file, plus the static best per workload."""
+    from specfrontier.analysis import load_run
 
     run_schedule(load_run(_open_existing(store, read_only=True), run_id), engine, output, slo_tpot_ms, console)

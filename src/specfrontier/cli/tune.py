@@ -8,15 +8,13 @@ import signal
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.analysis import RunData, load_run
-from specfrontier.analysis.compare import compare_runs
 from specfrontier.cli.app import (
     SLO_HELP,
     _detach_stdout,
@@ -25,18 +23,15 @@ from specfrontier.cli.app import (
     console,
     err,
 )
-from specfrontier.cli.render import print_comparison, write_tune_html
-from specfrontier.config import TuneConfig
-from specfrontier.config.common import describe_validation_error
-from specfrontier.config.load import load_config
-from specfrontier.engines import registry
 from specfrontier.errors import ConfigError
-from specfrontier.metrics.slo import parse_slo
-from specfrontier.report import print_report
-from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
-from specfrontier.runs.sweep import Runner, RunOutcome, SweepEvents, make_runner, open_sweep
-from specfrontier.search.planner import SearchPlanner
 from specfrontier.store import Store
+
+if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    from specfrontier.analysis import RunData
+    from specfrontier.config import TuneConfig
+    from specfrontier.report.progress import SweepProgress
+    from specfrontier.runs.sweep import Runner, RunOutcome, SweepEvents
+    from specfrontier.search.planner import SearchPlanner
 
 
 def apply_search_options(
@@ -51,6 +46,8 @@ def apply_search_options(
 def _with_options(cfg: TuneConfig, block: str, given: dict[str, Any], options: dict[str, str]) -> TuneConfig:
     """`cfg` with the command-line values in `given` (None: not given) set in its `block:`; a bad value is
     named by its option (`options`: key -> flag)."""
+    from specfrontier.config.common import describe_validation_error
+
     given = {k: v for k, v in given.items() if v is not None}
     if not given:
         return cfg
@@ -98,6 +95,8 @@ def print_search_trace(planner: SearchPlanner | None, console: Console) -> None:
 
 def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store, run_id: str) -> SweepProgress:
     """The live view / lines / JSON lines of a tune, with its cell plan (for the ETA)."""
+    from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
+
     mode = progress_mode(quiet, events, console)
     levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)
     return SweepProgress(
@@ -130,6 +129,7 @@ async def _run_sweep(sweep: Runner, run_id: str, output_closed: list[bool]) -> R
 def _cancel_on_closed_output(events: SweepEvents, task: asyncio.Task[RunOutcome], closed: list[bool]) -> SweepEvents:
     """The same callbacks, but a closed stdout (BrokenPipeError while printing progress) cancels the sweep
     like Ctrl-C instead of failing it half-way: the run stays resumable and the tool says so on stderr."""
+    from specfrontier.runs.sweep import SweepEvents
 
     def guarded(callback: Callable[..., None] | None) -> Callable[..., None] | None:
         if callback is None:
@@ -160,6 +160,10 @@ def _tune_config(
 ) -> TuneConfig:
     """The config from --config, or the engine's embedded default; --engine and the option flags must
     agree with it."""
+    from specfrontier.config.common import describe_validation_error
+    from specfrontier.config.load import load_config
+    from specfrontier.engines import registry
+
     spec = registry.spec(engine, where="--engine") if engine is not None else None
     if path is None and spec is not None and spec.default_config is not None:
         cfg = spec.default_config()
@@ -196,6 +200,12 @@ def _tune_config(
 def _companion(cfg: TuneConfig | None, store: Store, first: RunData, out: Console) -> None:
     """The second run an engine asks for after this config (the simulator's seed grid under production
     sampling), measured into the same store and compared with the first."""
+    from specfrontier.analysis import load_run
+    from specfrontier.analysis.compare import compare_runs
+    from specfrontier.cli.render import print_comparison
+    from specfrontier.engines import registry
+    from specfrontier.runs.sweep import make_runner
+
     make = registry.spec_of(cfg).companion if cfg is not None else None
     second = make(cfg) if make is not None and cfg is not None else None
     if second is None:
@@ -256,6 +266,12 @@ def tune(
     ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
+    from specfrontier.analysis import load_run
+    from specfrontier.cli.render import write_tune_html
+    from specfrontier.metrics.slo import parse_slo
+    from specfrontier.report import print_report
+    from specfrontier.runs.sweep import SweepEvents, open_sweep
+
     if events not in (None, "jsonl"):
         raise ConfigError(f"--events = {events!r}: unknown event format; fix: use --events jsonl")
 

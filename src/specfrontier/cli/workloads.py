@@ -13,9 +13,6 @@ from specfrontier.cli.app import (
     app,
     console,
 )
-from specfrontier.report.tables import Table
-from specfrontier.report.terminal import print_table
-from specfrontier.workloads.catalog import catalog
 
 LENGTH_NOTE = (
     "tokens = prompt length estimated as characters / 4 (no tokenizer), of the text sent in the source's "
@@ -24,6 +21,10 @@ LENGTH_NOTE = (
 
 
 def run_workloads(console: Console, *, as_json: bool) -> None:
+    from specfrontier.report.tables import Table
+    from specfrontier.report.terminal import print_table
+    from specfrontier.workloads.catalog import catalog
+
     entries = catalog()
     if as_json:
         print(json.dumps({"length_estimate": LENGTH_NOTE, "workloads": [asdict(e) for e in entries]}, indent=2))

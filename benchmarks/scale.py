@@ -1,0 +1,129 @@
+"""The tool's own cost as a run grows (issue 18): bytes per request, `report` time and memory, start-up.
+
+Run: `.venv/bin/python benchmarks/scale.py [--sizes 10000,100000[,1000000]]` (1M writes a multi-GB store
+with today's encoding: minutes, and the disk it needs).
+
+For each size a synthetic run is written straight into a fresh store through `Store.record_cell` (the
+path every sweep takes): the simulator's seed settings (no speculation, steps 1-5) x C = 1, 4, 16, 32, 64
+x repeats, cells of 500 requests, each request streaming 512 tokens in 512 chunks with their arrival
+times, as the simulator's seed run does. Then, each in a fresh process (what a user waits for):
+`specfrontier report RUN --format json` (wall seconds and peak resident memory of that process),
+`specfrontier runs` and `specfrontier --help`. Printed per size, and as ratios to the smallest size of
+the same process (how the cost grows; machines differ in speed, the ratios less). Targets (issue 18):
+<= 1,000 bytes per request; report of 1M requests <= 10 s and <= 2 GB; `runs` and `--help` <= 0.3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from specfrontier.engines.sim import seed_sim_config
+from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
+from specfrontier.runs.sweep import register_settings
+from specfrontier.store import Store
+
+REQUESTS_PER_CELL = 500
+TOKENS = 512
+LEVELS = (1, 4, 16, 32, 64)
+CLI = [str(Path(sys.executable).parent / "specfrontier")]
+
+
+def _request(i: int, start_ns: int) -> RequestRecord:
+    first = start_ns + 40_000_000
+    chunks = tuple(first + k * 7_000_000 + (i % 13) * 1_000 for k in range(TOKENS))
+    return RequestRecord(
+        prompt_id=f"p{i % 64}",
+        send_ns=start_ns,
+        end_ns=chunks[-1] + 1_000_000,
+        first_token_ns=first,
+        chunk_ns=chunks,
+        prompt_tokens=40,
+        completion_tokens=TOKENS,
+        spec=RequestSpecStats(draft_tokens=400, accepted_tokens=330, verify_steps=130),
+        finish_reason="length",
+    )
+
+
+def build(path: Path, requests: int) -> tuple[str, float]:
+    """A run of `requests` requests in `path`; (run id, seconds it took to write)."""
+    config = seed_sim_config()
+    settings = config.all_settings()
+    cells = max(1, requests // REQUESTS_PER_CELL)
+    per_setting_level = max(1, round(cells / (len(settings) * len(LEVELS))))
+    start = time.perf_counter()
+    store = Store(path)
+    run_id = store.create_run(engine="sim", config=config.model_dump(mode="json"), environment={"simulated": True})
+    register_settings(store, run_id, settings)
+    written = 0
+    for setting in settings:
+        for level in LEVELS:
+            for repeat in range(per_setting_level):
+                batch = [_request(written + i, i * 10_000_000) for i in range(REQUESTS_PER_CELL)]
+                store.record_cell(
+                    run_id,
+                    setting_id=setting.name,
+                    workload="synthetic",
+                    concurrency=level,
+                    repeat=repeat,
+                    requests=batch,
+                    counters=SpecCounters(200_000, 165_000, 65_000),
+                    acceptance_source="benchmark",
+                )
+                written += REQUESTS_PER_CELL
+        store.update_setting(run_id, setting.name, status="done", capacity=26)
+    store.set_run_status(run_id, "done")
+    store.close()
+    return run_id, time.perf_counter() - start
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak resident MiB) of one command in a fresh process; its output is discarded."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return elapsed, usage.ru_maxrss / 1024  # Linux: KiB
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000", help="requests per run, comma-separated")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for size in sizes:
+            db = Path(folder) / f"run{size}.db"
+            run_id, write_s = build(db, size)
+            stored = Store(db)
+            requests = sum(1 for _ in stored._db.execute("SELECT 1 FROM request"))
+            stored.close()
+            size_bytes = sum(p.stat().st_size for p in Path(folder).glob(f"run{size}.db*"))
+            report_s, report_mib = timed([*CLI, "report", run_id, "--store", str(db), "--format", "json"])
+            runs_s, _ = timed([*CLI, "runs", "--store", str(db)])
+            help_s, _ = timed([*CLI, "--help"])
+            rows.append((size, requests, size_bytes / requests, write_s, report_s, report_mib, runs_s, help_s))
+    base = rows[0]
+    print(f"synthetic runs: {TOKENS} tokens per request in {TOKENS} chunks, cells of {REQUESTS_PER_CELL} requests")
+    print(
+        f"{'requests':>9} {'bytes/req':>10} {'write s':>8} {'report s':>9} {'report MiB':>11} {'runs s':>7} "
+        f"{'--help s':>9} | ratios to {base[1]}: {'bytes/req':>9} {'report s':>9} {'MiB':>6}"
+    )
+    for _size, requests, per, write_s, report_s, mib, runs_s, help_s in rows:
+        print(
+            f"{requests:>9} {per:>10.0f} {write_s:>8.1f} {report_s:>9.2f} {mib:>11.0f} {runs_s:>7.2f} {help_s:>9.2f} "
+            f"| {'':>13}{per / base[2]:>9.2f} {report_s / base[4]:>9.2f} {mib / base[5]:>6.2f}"
+        )
+    print("targets (issue 18): <= 1000 bytes/request; 1M-request report <= 10 s and <= 2048 MiB; runs, --help <= 0.3 s")
+
+
+if __name__ == "__main__":
+    main()
