@@ -153,6 +153,7 @@ class Face:
         self.config = config
         self.workload = config.profile.workload(config.workload, where="sim serve")
         self.started_s = time.monotonic()
+        self._ready = False
         self.completed = 0
         self._pacer: Pacer | None = None
         self._task: asyncio.Task[None] | None = None
@@ -165,8 +166,13 @@ class Face:
 
     @property
     def ready(self) -> bool:
-        """Healthy once the modelled start-up delay is over (never with `--hang`)."""
-        return not self.config.hang and time.monotonic() - self.started_s >= self.config.startup_s
+        """Healthy once the modelled start-up delay is over and the server said so in its log, as SGLang
+        does (never with `--hang`): a client that saw it healthy finds the line in the log."""
+        return self._ready
+
+    def _become_ready(self) -> None:
+        log("The server is fired up and ready to roll! (simulated: a MODEL)")
+        self._ready = True
 
     async def on_startup(self, _app: web.Application) -> None:
         core = ServerCore(self.config.profile, self.config.setting, seed=self.config.seed)
@@ -174,9 +180,8 @@ class Face:
         self._task = asyncio.create_task(self.pacer.run(), name="sim-pacer")
         self._task.add_done_callback(_pacer_died)
         if not self.config.hang:
-            asyncio.get_running_loop().call_later(
-                self.config.startup_s, log, "The server is fired up and ready to roll! (simulated: a MODEL)"
-            )
+            delay = max(0.0, self.config.startup_s - (time.monotonic() - self.started_s))
+            asyncio.get_running_loop().call_later(delay, self._become_ready)
 
     async def on_cleanup(self, _app: web.Application) -> None:
         if self._task is not None:
