@@ -93,6 +93,7 @@ def _cells(store: Store, run_id: str) -> list[tuple[str, str, int, int]]:
 async def test_a_ray_sweep_stores_the_same_cells_as_a_local_one_on_both_nodes(cluster: Cluster, tmp_path: Path) -> None:
     store, run_id, outcome = await _run(_config(tmp_path / "ray.db", "ray"))
     assert outcome.status == "done" and outcome.missing == 0
+    assert not store._db.execute("SELECT 1 FROM run_owner WHERE run_id=?", (run_id,)).fetchall()  # released
     local, local_id, _ = await _run(_config(tmp_path / "local.db", "local"))
     assert _cells(store, run_id) == _cells(local, local_id)
     assert len(_cells(store, run_id)) == len(SETTINGS) * 3

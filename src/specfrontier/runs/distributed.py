@@ -38,7 +38,7 @@ from specfrontier.errors import ConfigError
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import RunOutcome, Sweep, environment
-from specfrontier.schedules.verify import planner_for
+from specfrontier.search.planner import SearchPlanner
 
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 """Makes a Ray started here resolve its node address to the loopback address (Ray's own switch, read when
@@ -135,59 +135,47 @@ class RaySweep(Sweep):
         super().__init__(config, **kwargs)
         self.attempts: dict[str, int] = {}
         """Launches per setting (more than one: a node or worker was lost)."""
+        self._ray: Any = None
+        """The `ray` module, imported when the run starts."""
 
     def prepare(self) -> None:
         super().prepare()
         _import_ray()  # a missing extra is bad input: refused before anything is launched
 
     async def run(self, run_id: str) -> RunOutcome:
-        ray = _import_ray()
+        """The local sweep's run (status, claim release, outcome), with the settings measured on Ray."""
+        self._ray = ray = _import_ray()
         started_here = not ray.is_initialized()
         if started_here:
             _connect(ray, self.config.executor.address)
         try:
-            return await self._run_all(ray, run_id)
+            return await super().run(run_id)
         finally:
             if started_here:
                 ray.shutdown()
 
-    async def _run_all(self, ray: Any, run_id: str) -> RunOutcome:
-        self.planner = planner = planner_for(self.config, self.store, run_id)
-        self._missing_count = 0
-        self._failed: list[tuple[str, str]] = []
+    async def _measure_all(self, run_id: str, planner: SearchPlanner) -> None:
+        """Ask the search for settings while workers are free (a grid yields its next listed one, a guided
+        or adaptive search its next choice from the cells stored so far) and measure them side by side."""
+        ray = self._ray
         resources = self.resources = self.config.executor.resources or default_resources(self.adapter)
         task = ray.remote(measure_remotely).options(max_retries=0, **_placement(resources))
         self.slots = settings_at_once(ray.cluster_resources(), resources)
         running: set[asyncio.Task[None]] = set()
         try:
             while True:
-                # Ask the search for settings while workers are free: a grid yields its next listed one,
-                # a guided or adaptive search its next choice from the cells stored so far.
                 while len(running) < self.slots and (setting := planner.next_setting()) is not None:
                     levels = planner.levels.get(setting.name)
                     running.add(asyncio.create_task(self._drive(ray, task, run_id, setting, levels)))
                 if not running:  # the search is done and nothing is measuring
-                    break
+                    return
                 finished, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for done in finished:
                     done.result()  # the setting's own error ends the run, as locally
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            self._cancel(running)
-            self._mark(run_id, "interrupted")
-            raise
         except BaseException:
-            self._cancel(running)
-            self._mark(run_id, "failed")
+            for pending in running:
+                pending.cancel()
             raise
-        cells = len(self.store.done_cells(run_id)) + len(self.store.done_open_cells(run_id))
-        status = "done" if self._missing_count == 0 else ("incomplete" if cells else "failed")
-        self.store.set_run_status(run_id, status)
-        return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
-
-    @staticmethod
-    def _cancel(running: set[asyncio.Task[None]]) -> None:
-        for pending in running:
-            pending.cancel()
 
     async def _drive(
         self, ray: Any, task: Any, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None

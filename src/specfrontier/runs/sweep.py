@@ -203,8 +203,7 @@ class Sweep:
         self._missing_count = 0
         self._failed: list[tuple[str, str]] = []
         try:
-            while (setting := self.planner.next_setting()) is not None:
-                await self._run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
+            await self._measure_all(run_id, self.planner)
         except (asyncio.CancelledError, KeyboardInterrupt, StoreError):
             self._mark(run_id, "interrupted")  # a store that stopped taking writes interrupts the run: resumable
             raise
@@ -218,6 +217,11 @@ class Sweep:
         status = "done" if self._missing_count == 0 else ("incomplete" if cells else "failed")
         self.store.set_run_status(run_id, status)
         return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
+
+    async def _measure_all(self, run_id: str, planner: SearchPlanner) -> None:
+        """Every setting the search chooses, one after the other (the Ray executor runs them side by side)."""
+        while (setting := planner.next_setting()) is not None:
+            await self._run_setting(run_id, setting, levels=planner.levels.get(setting.name))
 
     async def measure_setting(
         self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None
