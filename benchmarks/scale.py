@@ -5,8 +5,9 @@ with today's encoding: minutes, and the disk it needs).
 
 For each size a synthetic run is written straight into a fresh store through `Store.record_cell` (the
 path every sweep takes): the simulator's seed settings (no speculation, steps 1-5) x C = 1, 4, 16, 32, 64
-x repeats, cells of 500 requests, each request streaming 512 tokens in 512 chunks with their arrival
-times, as the simulator's seed run does. Then, each in a fresh process (what a user waits for):
+x repeats, cells of 500 requests, each request streaming 512 tokens in chunks of 1-4 tokens (one per
+verification step, as a speculative engine sends them), with jittered nanosecond arrival times. Then,
+each in a fresh process (what a user waits for):
 `specfrontier report RUN --format json` (wall seconds and peak resident memory of that process),
 `specfrontier runs` and `specfrontier --help`. Printed per size, and as ratios to the smallest size of
 the same process (how the cost grows; machines differ in speed, the ratios less). Targets (issue 18):
@@ -16,12 +17,15 @@ the same process (how the cost grows; machines differ in speed, the ratios less)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 from specfrontier.engines.sim import seed_sim_config
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
@@ -34,18 +38,27 @@ LEVELS = (1, 4, 16, 32, 64)
 CLI = [str(Path(sys.executable).parent / "specfrontier")]
 
 
-def _request(i: int, start_ns: int) -> RequestRecord:
-    first = start_ns + 40_000_000
-    chunks = tuple(first + k * 7_000_000 + (i % 13) * 1_000 for k in range(TOKENS))
+def _request(rng: np.random.Generator, i: int, start_ns: int) -> RequestRecord:
+    """One request as a speculative engine streams it: a chunk per verification step carrying 1-4 tokens
+    (512 in all), steps ~7 ms apart with 0.3 ms of jitter, every time a real nanosecond count."""
+    tokens = rng.integers(1, 5, size=TOKENS)
+    steps = int(np.searchsorted(np.cumsum(tokens), TOKENS)) + 1
+    tokens = tokens[:steps]
+    tokens[-1] -= int(tokens.sum()) - TOKENS
+    first = start_ns + int(rng.normal(40e6, 2e6))
+    gaps = rng.normal(7e6, 3e5, size=steps).astype(np.int64)
+    gaps[0] = 0
+    chunks = first + np.cumsum(gaps)
     return RequestRecord(
         prompt_id=f"p{i % 64}",
         send_ns=start_ns,
-        end_ns=chunks[-1] + 1_000_000,
+        end_ns=int(chunks[-1]) + 1_000_000,
         first_token_ns=first,
-        chunk_ns=chunks,
+        chunk_ns=tuple(chunks.tolist()),
+        chunk_tokens=tuple(tokens.tolist()),
         prompt_tokens=40,
         completion_tokens=TOKENS,
-        spec=RequestSpecStats(draft_tokens=400, accepted_tokens=330, verify_steps=130),
+        spec=RequestSpecStats(draft_tokens=3 * steps, accepted_tokens=TOKENS - steps, verify_steps=steps),
         finish_reason="length",
     )
 
@@ -61,10 +74,11 @@ def build(path: Path, requests: int) -> tuple[str, float]:
     run_id = store.create_run(engine="sim", config=config.model_dump(mode="json"), environment={"simulated": True})
     register_settings(store, run_id, settings)
     written = 0
+    rng = np.random.default_rng(18)
     for setting in settings:
         for level in LEVELS:
             for repeat in range(per_setting_level):
-                batch = [_request(written + i, i * 10_000_000) for i in range(REQUESTS_PER_CELL)]
+                batch = [_request(rng, written + i, i * 10_000_000) for i in range(REQUESTS_PER_CELL)]
                 store.record_cell(
                     run_id,
                     setting_id=setting.name,
@@ -93,26 +107,57 @@ def timed(argv: list[str]) -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024  # Linux: KiB
 
 
+def stored_bytes_per_request(db: Path) -> tuple[int, float]:
+    """(requests, bytes of the store and its side files per request) of every run in `db`."""
+    store = Store(db, read_only=True)
+    requests = sum(len(cell.requests) for run in store.runs() for cell in store.cells(run.run_id))
+    store.close()
+    size = sum(p.stat().st_size for p in db.parent.glob(f"{db.name}*"))
+    return requests, size / max(requests, 1)
+
+
+def real_llamacpp_run(folder: Path) -> None:
+    """A short real llama.cpp tune (the embedded default's model, workload and 48-token outputs; two of
+    its settings, C = 1, 4, one 10-second repeat each): bytes per request as a real run stores them."""
+    from specfrontier.engines.llamacpp import default_config
+
+    config = default_config()
+    short = config.model_copy(
+        update={"settings": config.settings[:2], "concurrency": (1, 4), "repeats": 1, "cell_duration_s": 10.0}
+    )
+    path = folder / "llamacpp.yaml"
+    path.write_text(json.dumps(short.model_dump(mode="json", exclude={"store"})))  # JSON is YAML
+    db = folder / "llamacpp.db"
+    start = time.perf_counter()
+    subprocess.run([*CLI, "tune", "--config", str(path), "--store", str(db)], check=True, capture_output=True)
+    requests, per = stored_bytes_per_request(db)
+    print(
+        f"real llama.cpp run ({time.perf_counter() - start:.0f} s): {requests} requests, {per:.0f} bytes/request "
+        "(store file and side files / requests)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="requests per run, comma-separated")
+    parser.add_argument("--real", action="store_true", help="also a short real llama.cpp tune (~2 minutes)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.real:
+        with tempfile.TemporaryDirectory() as folder:
+            real_llamacpp_run(Path(folder))
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for size in sizes:
             db = Path(folder) / f"run{size}.db"
             run_id, write_s = build(db, size)
-            stored = Store(db)
-            requests = sum(1 for _ in stored._db.execute("SELECT 1 FROM request"))
-            stored.close()
-            size_bytes = sum(p.stat().st_size for p in Path(folder).glob(f"run{size}.db*"))
+            requests, per_request = stored_bytes_per_request(db)
             report_s, report_mib = timed([*CLI, "report", run_id, "--store", str(db), "--format", "json"])
             runs_s, _ = timed([*CLI, "runs", "--store", str(db)])
             help_s, _ = timed([*CLI, "--help"])
-            rows.append((size, requests, size_bytes / requests, write_s, report_s, report_mib, runs_s, help_s))
+            rows.append((size, requests, per_request, write_s, report_s, report_mib, runs_s, help_s))
     base = rows[0]
-    print(f"synthetic runs: {TOKENS} tokens per request in {TOKENS} chunks, cells of {REQUESTS_PER_CELL} requests")
+    print(f"synthetic runs: {TOKENS} tokens per request in 1-4-token chunks, cells of {REQUESTS_PER_CELL} requests")
     print(
         f"{'requests':>9} {'bytes/req':>10} {'write s':>8} {'report s':>9} {'report MiB':>11} {'runs s':>7} "
         f"{'--help s':>9} | ratios to {base[1]}: {'bytes/req':>9} {'report s':>9} {'MiB':>6}"

@@ -82,6 +82,16 @@ class RequestRecord:
         return self.error is None
 
 
+TURN_SEPARATOR = "#t"
+"""Session turns are stored as `<session id>#t<turn>` prompt ids (turn counted from 1)."""
+
+
+def session_turn(prompt_id: str) -> int | None:
+    """The turn number of a session-replay request's prompt id; None for any other request."""
+    head, sep, tail = prompt_id.rpartition(TURN_SEPARATOR)
+    return int(tail) if sep and head and tail.isdigit() else None
+
+
 @dataclass(frozen=True, slots=True)
 class SpecCounters:
     """A snapshot of an engine's cumulative speculative counters (diffed around a window)."""
@@ -122,6 +132,7 @@ class SpecCounters:
 
 
 __all__ = [
+    "TURN_SEPARATOR",
     "ApiKind",
     "Prompt",
     "RequestRecord",
@@ -129,4 +140,5 @@ __all__ = [
     "Sampling",
     "SpecCounters",
     "SpecStatsExtractor",
+    "session_turn",
 ]

@@ -170,7 +170,8 @@ def count_rows(store: Path, run_id: str | None = None) -> Rows:
         settings = db.execute(f"SELECT COUNT(*) FROM setting {where}", args).fetchone()[0]
         cells = db.execute(
             f"SELECT c.setting_id, c.workload, c.concurrency, c.repeat, "
-            f"(SELECT COUNT(*) FROM request r WHERE r.cell_id = c.cell_id) FROM cell c {where} "
+            "(SELECT COALESCE(MAX(b.requests), 0) FROM request_blob b WHERE b.cell_id = c.cell_id) "
+            f"FROM cell c {where} "
             "ORDER BY c.setting_id, c.workload, c.concurrency, c.repeat",
             args,
         ).fetchall()

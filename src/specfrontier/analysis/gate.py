@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from specfrontier.store import CellRow
+from specfrontier.store.cell_requests import request_heads, request_texts
 
 DEFAULT_TOLERANCE = 0.1
 MIN_DIVERGED_PROMPTS = 2
@@ -111,46 +112,76 @@ def _level(row: CellRow) -> float:
     return row.request_rate if row.request_rate is not None else row.concurrency
 
 
+class _Texts:
+    """Output texts by hash, read only for the few shown as examples (a stored cell decodes only its text
+    blob, and only when one of its outputs is shown)."""
+
+    def __init__(self) -> None:
+        self._where: dict[bytes, tuple[CellRow, int]] = {}
+
+    def note(self, key: bytes, row: CellRow, index: int) -> None:
+        self._where.setdefault(key, (row, index))
+
+    def text(self, key: bytes) -> str:
+        row, index = self._where[key]
+        return request_texts(row.requests)[index]
+
+
+def _greedy_outputs(rows: Iterable[CellRow], texts: _Texts) -> dict[tuple[str, str, float, str], list[bytes]]:
+    """Hashes of every ok output with text, by (setting, workload, level, prompt), in stored order."""
+    outputs: dict[tuple[str, str, float, str], list[bytes]] = defaultdict(list)
+    for row in rows:
+        if not is_greedy_workload(row.workload) or not row.requests:
+            continue
+        heads = request_heads(row.requests)
+        for i, (prompt, error, length, key) in enumerate(
+            zip(heads.prompt_ids, heads.errors, heads.text_lengths.tolist(), heads.text_hashes, strict=True)
+        ):
+            if error is None and length > 0:  # no text (a simulator, a failed stream): nothing to compare
+                outputs[(row.setting_id, row.workload, _level(row), prompt)].append(key)
+                texts.note(key, row, i)
+    return outputs
+
+
 def correctness_gate(
     rows: Iterable[CellRow], baseline: str | None, tolerance: float = DEFAULT_TOLERANCE, *, examples: int = 3
 ) -> list[GateResult]:
-    """Compare every speculative setting's greedy outputs with the baseline's (see the module docstring)."""
+    """Compare every speculative setting's greedy outputs with the baseline's (see the module docstring).
+
+    Outputs are compared by their stored hashes (equal texts, equal hashes); texts are read only for the
+    examples shown."""
     if baseline is None:
         return []
-    outputs: dict[tuple[str, str, float, str], list[str]] = defaultdict(list)
-    for row in rows:
-        if not is_greedy_workload(row.workload):
-            continue
-        for r in row.requests:
-            if r.ok and r.output_text:  # no text (a simulator, a failed stream): nothing to compare
-                outputs[(row.setting_id, row.workload, _level(row), r.prompt_id)].append(r.output_text)
+    texts = _Texts()
+    outputs = _greedy_outputs(rows, texts)
     reference = {
-        (w, lv, p): Counter(texts).most_common(1)[0][0] for (s, w, lv, p), texts in outputs.items() if s == baseline
+        (w, lv, p): Counter(keys).most_common(1)[0][0] for (s, w, lv, p), keys in outputs.items() if s == baseline
     }
-    allowed: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for (s, w, _, p), texts in outputs.items():
+    allowed: dict[tuple[str, str], set[bytes]] = defaultdict(set)
+    for (s, w, _, p), keys in outputs.items():
         if s == baseline:
-            allowed[(w, p)].update(texts)
+            allowed[(w, p)].update(keys)
     base_stats: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     stats: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     found: dict[tuple[str, str], list[Divergence]] = defaultdict(list)
     prompts_hit: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for (s, w, lv, p), texts in sorted(outputs.items()):
+    for (s, w, lv, p), keys in sorted(outputs.items()):
         ref = reference.get((w, lv, p))
         if ref is None:
             continue
-        for text in texts:
+        for key in keys:
             if s == baseline:
                 base_stats[w][0] += 1
-                base_stats[w][1] += text != ref
+                base_stats[w][1] += key != ref
                 continue
             stats[(s, w)][0] += 1
-            if text not in allowed[(w, p)]:
+            if key not in allowed[(w, p)]:
                 stats[(s, w)][1] += 1
                 prompts_hit[(s, w)].add(p)
                 if len(found[(s, w)]) < examples:
-                    at = _first_diff(ref, text)
-                    found[(s, w)].append(Divergence(p, lv, at, _excerpt(ref, at), _excerpt(text, at)))
+                    ref_text, text = texts.text(ref), texts.text(key)
+                    at = _first_diff(ref_text, text)
+                    found[(s, w)].append(Divergence(p, lv, at, _excerpt(ref_text, at), _excerpt(text, at)))
     return [
         GateResult(
             s, w, n, d, base_stats[w][0], base_stats[w][1], tolerance, tuple(found[(s, w)]), len(prompts_hit[(s, w)])

@@ -14,10 +14,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from specfrontier.records import RequestRecord
+from specfrontier.records import RequestSpecStats, session_turn
 from specfrontier.store import CellRow
+from specfrontier.store.cell_requests import request_heads
 from specfrontier.units import ns_to_ms
-from specfrontier.workloads.resolve import TURN_SEPARATOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,27 +38,51 @@ class TurnSummary:
         return self.accepted / self.drafted if self.drafted else None
 
 
-def _turn(prompt_id: str) -> int | None:
-    head, sep, tail = prompt_id.rpartition(TURN_SEPARATOR)
-    return int(tail) if sep and head and tail.isdigit() else None
-
-
 def _p50(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """The fields of one turn's request that the per-turn figures use (from the cell's stored heads)."""
+
+    prompt_tokens: int | None
+    ttft_ms: float | None
+    e2e_ms: float
+    spec: RequestSpecStats | None
+
+
+def _turns_of(row: CellRow) -> Iterable[tuple[int, _Turn]]:
+    """(turn, request) of every ok session-turn request of a cell; a cell whose stored digest says it has
+    no turns is not read at all."""
+    if row.stored_digest is not None and not row.stored_digest.session_turns:
+        return
+    heads = request_heads(row.requests)
+    for i, prompt_id in enumerate(heads.prompt_ids):
+        turn = session_turn(prompt_id)
+        if turn is None or heads.errors[i] is not None:
+            continue
+        send, first = int(heads.send_ns[i]), heads.first_token_ns[i]
+        yield (
+            turn,
+            _Turn(
+                heads.prompt_tokens[i],
+                ns_to_ms(first - send) if first is not None else None,
+                ns_to_ms(int(heads.end_ns[i]) - send),
+                heads.spec[i],
+            ),
+        )
+
+
 def turn_summaries(rows: Iterable[CellRow]) -> list[TurnSummary]:
     """Per-turn figures of every session-replay cell (empty for runs without sessions)."""
-    groups: dict[tuple[str, str, float, int], list[RequestRecord]] = defaultdict(list)
+    groups: dict[tuple[str, str, float, int], list[_Turn]] = defaultdict(list)
     for row in rows:
         level = row.request_rate if row.request_rate is not None else row.concurrency
-        for r in row.requests:
-            turn = _turn(r.prompt_id)
-            if turn is not None and r.ok:
-                groups[(row.setting_id, row.workload, level, turn)].append(r)
+        for turn, request in _turns_of(row):
+            groups[(row.setting_id, row.workload, level, turn)].append(request)
     out = []
     for (setting, workload, level, turn), reqs in sorted(groups.items()):
-        ttft = [ns_to_ms(r.first_token_ns - r.send_ns) for r in reqs if r.first_token_ns is not None]
         out.append(
             TurnSummary(
                 setting,
@@ -67,8 +91,8 @@ def turn_summaries(rows: Iterable[CellRow]) -> list[TurnSummary]:
                 turn,
                 len(reqs),
                 _p50([float(r.prompt_tokens) for r in reqs if r.prompt_tokens is not None]),
-                _p50(ttft),
-                _p50([ns_to_ms(r.end_ns - r.send_ns) for r in reqs]),
+                _p50([r.ttft_ms for r in reqs if r.ttft_ms is not None]),
+                _p50([r.e2e_ms for r in reqs]),
                 sum(r.spec.draft_tokens for r in reqs if r.spec is not None),
                 sum(r.spec.accepted_tokens for r in reqs if r.spec is not None),
             )

@@ -5,7 +5,9 @@ seeded bootstrap interval of the median (`specfrontier.metrics.stats`; docs/metr
 aggregate tok/s has a relative MAD above 10%: MAD, unlike the range, is not moved by one disturbed
 repeat. Acceptance is
 pooled over repeats: counts are summed first, then divided, so a short repeat does not weigh as much
-as a long one. Time slices and latency spikes are computed per repeat from the stored requests.
+as a long one. Each repeat's window figures, time slices and latency spikes are the digest stored with it
+(`specfrontier.metrics.digest`, computed from its requests when it was recorded); its requests are read
+only for goodput under SLOs given at report time.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import Any
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.load.health import saturated
+from specfrontier.metrics.digest import CellDigest
 from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
 from specfrontier.metrics.specs import CELL_METRICS, MetricSpec
 from specfrontier.metrics.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
-from specfrontier.metrics.timeslices import Spike, TimeSlice, spikes, time_slices
-from specfrontier.metrics.window import CellMetrics, cell_metrics
+from specfrontier.metrics.timeslices import Spike, TimeSlice
+from specfrontier.metrics.window import CellMetrics
 from specfrontier.records import SpecCounters
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
 
@@ -407,18 +410,16 @@ def _over_repeats(spec: MetricSpec, metrics: Sequence[CellMetrics]) -> OverRepea
     return OverRepeats.of(values)
 
 
-def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = ()) -> CellSummary:
+def _summarise(group: list[tuple[CellRow, CellDigest, CellMetrics]], slos: Sequence[Slo] = ()) -> CellSummary:
     first = group[0][0]
-    metrics = [m for _, m in group]
+    metrics = [m for _, _, m in group]
     # Every declared metric, by name: typed Any because each is an OverRepeats or an int field of CellSummary
     # (tests/unit/test_metric_specs.py checks the declaration against the fields).
     declared: dict[str, Any] = {spec.name: _over_repeats(spec, metrics) for spec in CELL_METRICS}
-    counters = [row.counters for row, _ in group if row.counters is not None]
-    sources = {row.acceptance_source for row, _ in group if row.acceptance_source}
-    slices = tuple(tuple(time_slices(row.requests)) for row, _ in group)
-    found = tuple(
-        (row.repeat, spike) for (row, _), sl in zip(group, slices, strict=True) for spike in spikes(row.requests, sl)
-    )
+    counters = [row.counters for row, _, _ in group if row.counters is not None]
+    sources = {row.acceptance_source for row, _, _ in group if row.acceptance_source}
+    slices = tuple(digest.slices for _, digest, _ in group)
+    found = tuple((row.repeat, spike) for row, digest, _ in group for spike in digest.spikes)
     return CellSummary(
         setting=first.setting_id,
         concurrency=first.concurrency,
@@ -427,22 +428,22 @@ def _summarise(group: list[tuple[CellRow, CellMetrics]], slos: Sequence[Slo] = (
         counters=_sum_counters(counters) if counters else None,
         acceptance_source=" + ".join(sorted(sources)) or None,
         request_rate=first.request_rate,
-        load=tuple(row.load for row, _ in group if row.load is not None),
+        load=tuple(row.load for row, _, _ in group if row.load is not None),
         slices=slices,
         spikes=found,
-        client_health=tuple(row.client_health for row, _ in group if row.client_health is not None),
-        goodput=GoodputSummary(tuple(window_goodput(row.requests, slos) for row, _ in group)) if slos else None,
+        client_health=tuple(row.client_health for row, _, _ in group if row.client_health is not None),
+        goodput=GoodputSummary(tuple(window_goodput(row.requests, slos) for row, _, _ in group)) if slos else None,
         **declared,
     )
 
 
-def _row_metrics(row: CellRow) -> CellMetrics:
+def _row_metrics(row: CellRow, digest: CellDigest) -> CellMetrics:
     """One stored repeat's figures. Closed loop: with its steady span (`metrics.steady`). Open loop: the
     aggregate is the rate over the measured part of the schedule, every sent request's tokens counted
     (`load.open_loop.measured_span_rate`, stored in the cell's load facts), where the cell has one."""
+    metrics = digest.metrics  # as computed when the cell was stored (`metrics.digest`)
     if row.request_rate is None:
-        return cell_metrics(row.requests, row.concurrency)
-    metrics = cell_metrics(row.requests)
+        return metrics
     span_rate = (row.load or {}).get("measured_span_tok_s")
     if isinstance(span_rate, int | float) and not isinstance(span_rate, bool):
         return replace(metrics, aggregate_tok_s=float(span_rate))
@@ -452,11 +453,12 @@ def _row_metrics(row: CellRow) -> CellMetrics:
 def summarise_cells(rows: Sequence[CellRow], slos: Sequence[Slo] = ()) -> list[CellSummary]:
     """Group stored repeats by (setting, workload, concurrency, rate) and summarise each group (with
     goodput under `slos` when given)."""
-    groups: dict[tuple[str, str, int, float], list[tuple[CellRow, CellMetrics]]] = defaultdict(list)
+    groups: dict[tuple[str, str, int, float], list[tuple[CellRow, CellDigest, CellMetrics]]] = defaultdict(list)
     for row in rows:
         if row.requests:
             key = (row.setting_id, row.workload, row.concurrency, row.request_rate or 0.0)
-            groups[key].append((row, _row_metrics(row)))
+            digest = row.digest  # stored, or computed once here for a cell stored without one
+            groups[key].append((row, digest, _row_metrics(row, digest)))
     return [_summarise(sorted(g, key=lambda x: x[0].repeat), slos) for _, g in sorted(groups.items())]
 
 

@@ -36,11 +36,12 @@ def run_report(
     with `slos`, goodput under them is added (docs/metrics.md)."""
     from specfrontier.analysis import load_run
     from specfrontier.report import print_report
-    from specfrontier.report.html import default_html_path, write_html  # matplotlib: only when drawing
 
     if output is not None:
         check_output_path(output, "-o", example=f"report.{SUFFIXES[fmt]}")
     if fmt == "html":
+        from specfrontier.report.html import default_html_path, write_html  # matplotlib: only when drawing
+
         loaded = load_run(store, run_id, slos) if slos else None
         path = write_html(store, run_id, output or default_html_path(store.path, run_id), loaded)
         console.print(f"HTML report: {escape(str(path))}")

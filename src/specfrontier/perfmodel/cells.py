@@ -16,6 +16,7 @@ from specfrontier.engines.registry import NO_SPECULATION, vocabulary
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.types import ModelCell, SettingParams
 from specfrontier.store import CellRow
+from specfrontier.store.cell_requests import request_heads
 
 
 def setting_params(params: Mapping[str, Any], *, where: str = "setting") -> SettingParams:
@@ -95,9 +96,10 @@ def output_tokens_by_cell(rows: Sequence[CellRow]) -> dict[tuple[str, int], floa
         if row.request_rate is not None:
             continue
         acc = sums.setdefault((row.setting_id, row.concurrency), [0, 0])
-        for r in row.requests:
-            if r.ok and r.completion_tokens:
-                acc[0] += r.completion_tokens
+        heads = request_heads(row.requests)  # a stored cell's per-request columns only, no chunk times
+        for error, tokens in zip(heads.errors, heads.completion_tokens, strict=True):
+            if error is None and tokens:
+                acc[0] += tokens
                 acc[1] += 1
     return {key: total / n for key, (total, n) in sums.items() if n}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from specfrontier.analysis.summary import OverRepeats
 from specfrontier.config.search import SearchObjective
-from specfrontier.metrics.window import CellMetrics, cell_metrics
+from specfrontier.metrics.window import CellMetrics
 from specfrontier.records import SpecCounters
 from specfrontier.store import Store
 
@@ -78,7 +78,7 @@ class Observer:
             return self._final[setting]
         rows = self.store.cells(self.run_id, setting)
         cells = [
-            (row.workload, row.concurrency, cell_metrics(row.requests, row.concurrency), row.counters)
+            (row.workload, row.concurrency, row.digest.metrics, row.counters)  # stored with the cell
             for row in rows
             if row.requests and row.request_rate is None
         ]

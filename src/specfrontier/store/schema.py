@@ -1,8 +1,9 @@
 """SQLite schema of the result store, with its version.
 
 One row per run, per setting (with its launch command, read-back capacity and startup time, or the
-failure and log tail), per measured repeat of a cell (window counters), and per request (raw times
-and counts). Every reported figure can be recomputed from these rows alone.
+failure and log tail), per measured repeat of a cell (window counters), and per part of a cell's
+requests (raw times and counts, losslessly encoded). Every reported figure can be recomputed from
+these rows alone; each repeat's figures are also kept, computed once, in `cell_digest`.
 
 Cells: `load_mode` 'closed' (the default) has `concurrency` = C users and `request_rate` NULL;
 'open' has `request_rate` = the target req/s and `concurrency` = its in-flight cap (0: none), with
@@ -13,14 +14,38 @@ lag). `first_ttft_ms`/`first_e2e_ms` of a setting: its very first request after 
 `imported_cell`: figures of a run made by `specfrontier import` from a table measured elsewhere (one row
 per setting x concurrency, medians as published; no requests behind them), with the file and row they
 came from; the setting's capacity is stored on its `setting` row.
+Requests (schema 5): a cell's requests are three compressed columnar blobs in `request_blob`, one row
+per (cell, part): `head` (per-request columns), `chunks` (chunk times and tokens), `text` (outputs);
+`specfrontier.store.codec` says how. `cell_digest` keeps each repeat's figures, computed once when the
+cell is recorded (`specfrontier.metrics.digest`). A schema-4 store keeps its requests in `request` rows
+(one per request, chunk times as JSON): it is read as it is, and opening it to write adds the new
+tables and marks it version 5 (`MIGRATIONS`); its old cells stay in `request`, new ones go to blobs.
 `run_owner` (RUN_OWNER_DDL): the process writing a run (pid, start time, boot id; see
 `specfrontier.store.owner`). It is additive, not a schema version: every writable open creates it if
 missing, an older tool ignores it, and a store without it simply has no owners.
 """
 
-SCHEMA_VERSION = 4  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
+SCHEMA_VERSION = 5  # 2: open-loop cells (load_mode, request_rate, load_json), cold-start columns
 # 3: cell.client_health_json (client lag, CPU, saturated flag)
 # 4: imported_cell (figures imported from a table measured elsewhere)
+# 5: request_blob (compact request encoding), cell_digest (per-repeat figures stored once)
+READABLE_VERSIONS = (4, 5)
+"""Versions this tool reads; a read-only open of a version-4 store reads it without changing it."""
+
+BLOB_DDL = """
+CREATE TABLE IF NOT EXISTS request_blob (
+    cell_id  INTEGER NOT NULL REFERENCES cell(cell_id),
+    part     TEXT NOT NULL,
+    requests INTEGER NOT NULL,
+    data     BLOB NOT NULL,
+    PRIMARY KEY (cell_id, part)
+);
+CREATE TABLE IF NOT EXISTS cell_digest (
+    cell_id     INTEGER PRIMARY KEY REFERENCES cell(cell_id),
+    digest_json TEXT NOT NULL
+);
+"""
+"""Schema 5's request blobs and digests (also the migration from 4)."""
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -119,3 +144,8 @@ CREATE TABLE IF NOT EXISTS run_owner (
     claimed_at  TEXT NOT NULL
 )
 """
+
+DDL += BLOB_DDL
+
+MIGRATIONS = {4: BLOB_DDL}
+"""Statements that bring a store of version N to N + 1 (run in one transaction on a writable open)."""

@@ -12,6 +12,8 @@ import functools
 import json
 import secrets
 import sqlite3
+import struct
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -20,17 +22,21 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from specfrontier.errors import StoreError
+from specfrontier.metrics.digest import CellDigest, digest_from_json, digest_requests, digest_to_json
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
+from specfrontier.store.cell_requests import CellRequests
+from specfrontier.store.codec import RequestHeads, decode_heads, decode_requests, decode_texts, encode_requests
 from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
 from specfrontier.store.failures import converted
 from specfrontier.store.owner import Owner, current_owner, is_alive
-from specfrontier.store.schema import DDL, RUN_OWNER_DDL, SCHEMA_VERSION
+from specfrontier.store.schema import DDL, MIGRATIONS, READABLE_VERSIONS, RUN_OWNER_DDL, SCHEMA_VERSION
 
 FINAL_STATUSES = ("done", "failed", "interrupted", "incomplete")
 """Statuses of a run that ended; `incomplete`: it ended with cells missing (a setting failed), resumable."""
 RUN_STATUSES = ("running", *FINAL_STATUSES)
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 
 def _now() -> str:
@@ -104,7 +110,8 @@ class CellRow:
     repeat: int
     counters: SpecCounters | None
     acceptance_source: str | None
-    requests: tuple[RequestRecord, ...]
+    requests: Sequence[RequestRecord]
+    """Read from the store on first use when the row came from `Store.cells` (a `CellRequests`)."""
     load_mode: str = "closed"
     request_rate: float | None = None
     """Open loop: the target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
@@ -112,6 +119,15 @@ class CellRow:
     """Open loop: how the schedule was kept (see `specfrontier.runs.sweep.open_loop_facts`)."""
     client_health: dict[str, Any] | None = None
     """The client's lag, CPU and saturation over the window (`ClientHealth.to_json`); None: not measured."""
+    stored_digest: CellDigest | None = None
+    """The figures stored when the cell was recorded (None: a schema-4 cell, or older definitions)."""
+
+    @property
+    def digest(self) -> CellDigest:
+        """This repeat's figures: as stored, or computed from its requests where none was stored."""
+        if self.stored_digest is not None:
+            return self.stored_digest
+        return digest_requests(self.requests, self.concurrency if self.request_rate is None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +174,8 @@ class Store:
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
         self.read_only = read_only
+        self.version = SCHEMA_VERSION
+        """The store's schema version (an older readable one when opened read-only)."""
         self.access = Access.read_write
         """How the file is open: read-write, read-only (mode=ro) or immutable (read-only folder fallback)."""
         with converted(path, "opening", writing=not read_only):
@@ -212,11 +230,16 @@ class Store:
         fix = "pass the --store written by `specfrontier tune`" + (", or a new file name" if allow_empty else "")
         raise StoreError(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
 
-    def _check_version(self) -> None:
-        """An old tool must never misread a newer store (or the reverse)."""
+    def _stored_version(self) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        found = int(row["value"]) if row else None
-        if found != SCHEMA_VERSION:
+        return int(row["value"]) if row else None
+
+    def _check_version(self) -> None:
+        """An old tool must never misread a newer store (or the reverse); versions it can read
+        (READABLE_VERSIONS) are read as they are."""
+        found = self._stored_version()
+        self.version = found or SCHEMA_VERSION
+        if found not in READABLE_VERSIONS:
             fix = (
                 "pip install -U specfrontier (this store was written by a newer version)"
                 if found is not None and found > SCHEMA_VERSION
@@ -224,7 +247,7 @@ class Store:
             )
             raise StoreError(
                 f"store = {str(self.path)!r}: schema_version = {found}: this specfrontier reads "
-                f"version {SCHEMA_VERSION}; fix: {fix}"
+                f"schema versions {', '.join(map(str, READABLE_VERSIONS))}; fix: {fix}"
             )
 
     def _init_schema(self) -> None:
@@ -233,12 +256,24 @@ class Store:
         with self._transaction() as db:
             if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone():
                 self._check_version()
+                self._migrate(db)
             else:
                 for statement in DDL.split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self.version = SCHEMA_VERSION
             db.execute(RUN_OWNER_DDL)
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Bring an older readable store to SCHEMA_VERSION (inside the open's write transaction): its
+        stored rows stay as they are and are read as before; new rows take the current layout."""
+        while self.version < SCHEMA_VERSION:
+            for statement in MIGRATIONS[self.version].split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            self.version += 1
+            db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(self.version),))
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -456,7 +491,11 @@ class Store:
     ) -> int:
         """Store one finished repeat of a cell and all its requests in a single transaction.
 
-        A `request_rate` makes it an open-loop cell (`concurrency` then is the in-flight cap, 0: none)."""
+        A `request_rate` makes it an open-loop cell (`concurrency` then is the in-flight cap, 0: none).
+        The requests are stored as compressed blobs, with the repeat's figures (its digest) computed here,
+        before the transaction, so the write lock is held only for the writes."""
+        encoded = encode_requests(requests)
+        digest = _digest_json(requests, concurrency if request_rate is None else None)
         with self._transaction() as db:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
@@ -483,9 +522,11 @@ class Store:
             )
             cell_id = int(cur.lastrowid or 0)
             db.executemany(
-                "INSERT INTO request VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [_request_row(cell_id, i, r) for i, r in enumerate(requests)],
+                "INSERT INTO request_blob(cell_id, part, requests, data) VALUES (?, ?, ?, ?)",
+                [(cell_id, part, encoded.count, data) for part, data in encoded.parts()],
             )
+            if digest is not None:
+                db.execute("INSERT INTO cell_digest(cell_id, digest_json) VALUES (?, ?)", (cell_id, digest))
         return cell_id
 
     @_guarded("reading stored cells", writes=False)
@@ -508,21 +549,31 @@ class Store:
 
     @_guarded("reading cells", writes=False)
     def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
-        """The run's cells with their requests; only one setting's when `setting_id` is given."""
+        """The run's cells (only one setting's when `setting_id` is given), each with its stored digest
+        and its requests as a `CellRequests`, read from the store only when first used."""
         args = (run_id, setting_id, setting_id)
         cell_rows = self._db.execute(
             "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) ORDER BY cell_id", args
         ).fetchall()
-        by_cell: dict[int, list[RequestRecord]] = {int(r["cell_id"]): [] for r in cell_rows}
-        req_rows = self._db.execute(
-            "SELECT request.* FROM request JOIN cell USING (cell_id) "
-            "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?) ORDER BY cell_id, idx",
-            args,
-        ).fetchall()
-        for r in req_rows:
-            by_cell[int(r["cell_id"])].append(_record_from_row(r))
+        blobs: dict[int, int] = {}
+        digests: dict[int, CellDigest | None] = {}
+        if self.version >= 5:
+            for r in self._db.execute(
+                "SELECT cell_id, requests FROM request_blob JOIN cell USING (cell_id) "
+                "WHERE part='head' AND cell.run_id=? AND (? IS NULL OR cell.setting_id=?)",
+                args,
+            ):
+                blobs[int(r[0])] = int(r[1])
+            for r in self._db.execute(
+                "SELECT cell_id, digest_json FROM cell_digest JOIN cell USING (cell_id) "
+                "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?)",
+                args,
+            ):
+                digests[int(r[0])] = digest_from_json(r[1])
+        legacy = self._legacy_counts(args) if any(int(r["cell_id"]) not in blobs for r in cell_rows) else {}
         out = []
         for r in cell_rows:
+            cell_id = int(r["cell_id"])
             counters = None
             if r["draft_tokens"] is not None:
                 counters = SpecCounters(
@@ -531,23 +582,86 @@ class Store:
                     r["verify_steps"],
                     tuple(json.loads(r["accepted_per_position_json"] or "[]")),
                 )
+            requests = self._stored_requests(cell_id, blobs[cell_id]) if cell_id in blobs else None
             out.append(
                 CellRow(
-                    int(r["cell_id"]),
+                    cell_id,
                     r["setting_id"],
                     r["workload"],
                     int(r["concurrency"]),
                     int(r["repeat"]),
                     counters,
                     r["acceptance_source"],
-                    tuple(by_cell[int(r["cell_id"])]),
+                    requests or self._legacy_requests(cell_id, legacy.get(cell_id, 0)),
                     r["load_mode"],
                     r["request_rate"],
                     json.loads(r["load_json"]) if r["load_json"] else None,
                     json.loads(r["client_health_json"]) if r["client_health_json"] else None,
+                    digests.get(cell_id),
                 )
             )
         return out
+
+    def _blob(self, cell_id: int, part: str) -> bytes:
+        with converted(self.path, "reading requests", writing=False):
+            row = self._db.execute(
+                "SELECT data FROM request_blob WHERE cell_id=? AND part=?", (cell_id, part)
+            ).fetchone()
+        if row is None:
+            raise StoreError(
+                f"store = {str(self.path)!r}: cell {cell_id} has no {part!r} part of its requests; "
+                "fix: the store file is damaged: restore it from a copy "
+                "(a stored cell is not measured again by --resume)"
+            )
+        return bytes(row[0])
+
+    def _stored_requests(self, cell_id: int, count: int) -> CellRequests:
+        """A schema-5 cell: each part read from its blob when first needed."""
+
+        def decoded(read: Callable[[], _T]) -> Callable[[], _T]:
+            def run() -> _T:
+                try:
+                    return read()
+                except (zlib.error, ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError) as exc:
+                    raise StoreError(
+                        f"store = {str(self.path)!r}: cell {cell_id}: its stored requests cannot be decoded "
+                        f"({type(exc).__name__}: {exc}); fix: the store file is damaged: restore it from a copy "
+                        "(a stored cell is not measured again by --resume)"
+                    ) from exc
+
+            return run
+
+        def read_all() -> tuple[RequestRecord, ...]:
+            return decode_requests(
+                self._blob(cell_id, "head"), self._blob(cell_id, "chunks"), self._blob(cell_id, "text")
+            )
+
+        def read_heads() -> RequestHeads:
+            return decode_heads(self._blob(cell_id, "head"))
+
+        def read_texts() -> tuple[str, ...]:
+            return decode_texts(read_heads(), self._blob(cell_id, "text"))
+
+        return CellRequests(count, decoded(read_all), decoded(read_heads), decoded(read_texts))
+
+    def _legacy_counts(self, args: tuple[str, str | None, str | None]) -> dict[int, int]:
+        """Requests per cell kept as `request` rows (schema 4)."""
+        rows = self._db.execute(
+            "SELECT cell_id, COUNT(*) FROM request JOIN cell USING (cell_id) "
+            "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?) GROUP BY cell_id",
+            args,
+        )
+        return {int(r[0]): int(r[1]) for r in rows}
+
+    def _legacy_requests(self, cell_id: int, count: int) -> CellRequests:
+        """A schema-4 cell: its `request` rows, read when first needed."""
+
+        def read_all() -> tuple[RequestRecord, ...]:
+            with converted(self.path, "reading requests", writing=False):
+                rows = self._db.execute("SELECT * FROM request WHERE cell_id=? ORDER BY idx", (cell_id,)).fetchall()
+            return tuple(_record_from_row(r) for r in rows)
+
+        return CellRequests(count, read_all)
 
     # -- imported cells ------------------------------------------------------------------------
     @_guarded("recording imported cells", writes=True)
@@ -591,29 +705,18 @@ class Store:
         ]
 
 
-def _request_row(cell_id: int, idx: int, r: RequestRecord) -> tuple[Any, ...]:
-    spec = r.spec
-    return (
-        cell_id,
-        idx,
-        r.prompt_id,
-        r.send_ns,
-        r.first_token_ns,
-        r.end_ns,
-        json.dumps(list(r.chunk_ns)),
-        json.dumps(list(r.chunk_tokens)) if r.chunk_tokens is not None else None,
-        r.prompt_tokens,
-        r.completion_tokens,
-        spec.draft_tokens if spec else None,
-        spec.accepted_tokens if spec else None,
-        spec.verify_steps if spec else None,
-        r.finish_reason,
-        r.output_text,
-        r.error,
-    )
+def _digest_json(requests: Sequence[RequestRecord], concurrency: int | None) -> str | None:
+    """The repeat's digest as stored, or None where its figures cannot be computed (records no server
+    sends, such as times centuries apart): a digest is a cache, and failing to fill it must not lose the
+    measured cell; readers then compute the figures from the requests, and say what is wrong there."""
+    try:
+        return digest_to_json(digest_requests(requests, concurrency))
+    except Exception:
+        return None
 
 
 def _record_from_row(r: sqlite3.Row) -> RequestRecord:
+    """A request of a schema-4 store (one `request` row, chunk times as JSON text)."""
     spec = None
     if r["draft_tokens"] is not None:
         spec = RequestSpecStats(r["draft_tokens"], r["accepted_tokens"], r["verify_steps"])

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from specfrontier.config.workloads import SYNTHETIC, WorkloadSpec
 from specfrontier.errors import ConfigError
-from specfrontier.records import Prompt, Sampling
+from specfrontier.records import TURN_SEPARATOR, Prompt, Sampling
 from specfrontier.workloads.builtin import load_prompts
 from specfrontier.workloads.sampling import SAMPLING_PROFILES, request_seed
 from specfrontier.workloads.sources import PACKAGE_SOURCES, Mode, SourcePrompt
@@ -89,10 +89,6 @@ def _to_prompt(p: SourcePrompt, spec: WorkloadSpec, source: str) -> Prompt:
         text = p.completion_text or "\n\n".join(c for _, c in p.messages)
         return Prompt(p.prompt_id, p.category, "completion", spec.max_tokens, text=text, seed=seed)
     return Prompt(p.prompt_id, p.category, "chat", spec.max_tokens, messages=p.messages, seed=seed)
-
-
-TURN_SEPARATOR = "#t"
-"""Session turns are stored as `<session id>#t<turn>` prompt ids (turn counted from 1)."""
 
 
 def session_turns(p: SourcePrompt, limit: int | None, max_turns: int | None) -> list[SourcePrompt]:

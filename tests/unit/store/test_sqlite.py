@@ -176,11 +176,12 @@ def test_exception_inside_transaction_leaves_nothing(tmp_path: Path) -> None:
     store.close()
 
 
-def test_record_cell_failing_on_a_request_stores_no_cell(tmp_path: Path) -> None:
+def test_record_cell_failing_on_its_last_write_stores_no_cell(tmp_path: Path) -> None:
     store, run_id = _store_with_setting(tmp_path / "s.db")
-    bad = RequestRecord(prompt_id=None, send_ns=0, end_ns=1, first_token_ns=None)  # type: ignore[arg-type]
-    with pytest.raises(StoreError, match=r"recording a cell: NOT NULL constraint failed: request\.prompt_id") as info:
-        _cell(store, run_id, [_record(0, 1, 2, 2), bad])
+    with sqlite3.connect(tmp_path / "s.db") as db:  # a digest already there for the next cell (no foreign keys)
+        db.execute("INSERT INTO cell_digest(cell_id, digest_json) VALUES (1, '{}')")
+    with pytest.raises(StoreError, match=r"recording a cell: UNIQUE constraint failed: cell_digest\.cell_id") as info:
+        _cell(store, run_id, [_record(0, 1, 2, 2)])
     assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
     assert store.cells(run_id) == []
     assert store.done_cells(run_id) == set()
@@ -241,7 +242,7 @@ def test_newer_schema_version_is_refused_with_the_fix(tmp_path: Path) -> None:
         Store(path)
     message = str(info.value)
     assert "schema_version = 999" in message
-    assert f"reads version {SCHEMA_VERSION}" in message
+    assert f"reads schema versions 4, {SCHEMA_VERSION}" in message
     assert "fix: pip install -U specfrontier" in message
 
 

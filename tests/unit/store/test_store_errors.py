@@ -147,11 +147,11 @@ def test_a_folder_as_store_is_one_store_error(tmp_path: Path) -> None:
 
 # -- damaged files ---------------------------------------------------------------------------------------
 def _corrupt_middle_page(path: Path) -> None:
-    """Overwrite the root page of the `request` table (a page in the middle of the file) with 0xFF."""
+    """Overwrite the root page of the `request_blob` table (a page in the middle of the file) with 0xFF."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     page_size = db.execute("PRAGMA page_size").fetchone()[0]
     pages = db.execute("PRAGMA page_count").fetchone()[0]
-    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name='request'").fetchone()[0]
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name='request_blob'").fetchone()[0]
     db.close()
     assert 1 < root < pages and pages > 10, (root, pages)
     with path.open("r+b") as fh:

@@ -1,0 +1,83 @@
+"""A stored repeat's figures, computed once when it is recorded, so reports need not re-read its requests.
+
+A report of a million-request sweep cannot afford to decode every chunk time of every request each time
+it is run; the figures of one repeat (its window metrics, per-second time slices and latency spikes)
+depend on nothing but that repeat's requests, so the store keeps them beside the requests
+(`cell_digest`). They are the exact values `cell_metrics`, `time_slices` and `spikes` return: a digest
+is a cache, never a second definition. `DIGEST_VERSION` names the definitions it was computed with; a
+digest of another version, or whose fields do not match today's dataclasses, is ignored and the figures
+are computed again from the stored requests (they always remain).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from specfrontier.metrics.timeslices import Spike, TimeSlice, spikes, time_slices
+from specfrontier.metrics.window import CellMetrics, cell_metrics
+from specfrontier.records import RequestRecord, session_turn
+
+DIGEST_VERSION = 1
+"""Bump when a definition behind CellMetrics, TimeSlice or Spike changes: older digests are then recomputed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CellDigest:
+    """The figures of one stored repeat of a cell (see the module docstring)."""
+
+    metrics: CellMetrics
+    """`cell_metrics(requests, C)` of a closed-loop cell, `cell_metrics(requests)` of an open-loop one."""
+    slices: tuple[TimeSlice, ...]
+    spikes: tuple[Spike, ...]
+    session_turns: bool
+    """Whether any request is a session-replay turn (`<session>#t<turn>`): only those cells are re-read
+    for the per-turn figures."""
+
+
+def digest_requests(requests: Sequence[RequestRecord], concurrency: int | None) -> CellDigest:
+    """The digest of one repeat; `concurrency` is None for an open-loop cell (no steady span)."""
+    slices = tuple(time_slices(requests))
+    return CellDigest(
+        metrics=cell_metrics(requests, concurrency),
+        slices=slices,
+        spikes=tuple(spikes(requests, slices)),
+        session_turns=any(session_turn(r.prompt_id) is not None for r in requests),
+    )
+
+
+def digest_to_json(digest: CellDigest) -> str:
+    return json.dumps(
+        {
+            "version": DIGEST_VERSION,
+            "metrics": asdict(digest.metrics),
+            "slices": [asdict(s) for s in digest.slices],
+            "spikes": [asdict(s) for s in digest.spikes],
+            "session_turns": digest.session_turns,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _matches(cls: type, values: dict[str, Any]) -> bool:
+    return {f.name for f in fields(cls)} == set(values)
+
+
+def digest_from_json(text: str) -> CellDigest | None:
+    """The stored digest, or None when it was computed by other definitions (then recompute it)."""
+    data = json.loads(text)
+    if data.get("version") != DIGEST_VERSION or not _matches(CellMetrics, data["metrics"]):
+        return None
+    if any(not _matches(TimeSlice, s) for s in data["slices"]) or any(not _matches(Spike, s) for s in data["spikes"]):
+        return None
+    return CellDigest(
+        metrics=CellMetrics(**data["metrics"]),
+        slices=tuple(TimeSlice(**s) for s in data["slices"]),
+        spikes=tuple(Spike(**s) for s in data["spikes"]),
+        session_turns=bool(data["session_turns"]),
+    )
+
+
+__all__ = ["DIGEST_VERSION", "CellDigest", "digest_from_json", "digest_requests", "digest_to_json"]

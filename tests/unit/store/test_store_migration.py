@@ -1,0 +1,109 @@
+"""A store written before the compact encoding (schema 4) opens, reports the same figures, and migrates.
+
+`tests/data/store_v4/` holds a store made by specfrontier at bc4eb6b and the JSON reports that version
+printed for its two runs (`make_store_v4.py` says how).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from tests.builders import run_cli
+
+from specfrontier.analysis import load_run
+from specfrontier.records import RequestRecord
+from specfrontier.store import SCHEMA_VERSION, Store
+
+DATA = Path(__file__).parents[2] / "data" / "store_v4"
+RUNS = sorted(p.stem.removeprefix("report-") for p in DATA.glob("report-*.json"))
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Path:
+    path = tmp_path / "store_v4.db"
+    shutil.copy(DATA / "store_v4.db", path)
+    return path
+
+
+def _version(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+
+
+def _report(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], store: Path, run: str) -> object:
+    code, out, err = run_cli(monkeypatch, capsys, "report", run, "--store", str(store), "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_the_fixture_is_a_schema_4_store_with_two_runs(old_store: Path) -> None:
+    assert _version(old_store) == 4
+    assert len(RUNS) == 2
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_an_old_store_reports_the_figures_its_own_version_reported(
+    old_store: Path, run: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = json.loads((DATA / f"report-{run}.json").read_text())
+    assert _report(monkeypatch, capsys, old_store, run) == expected
+    assert _version(old_store) == 4  # reading never changes the file
+
+
+def test_opening_an_old_store_to_write_migrates_it_and_keeps_its_runs(
+    old_store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = Store(old_store)
+    assert store.version == SCHEMA_VERSION and _version(old_store) == SCHEMA_VERSION
+    run = RUNS[0]
+    before = store.cells(run)
+    new_run = store.create_run(engine="sim", config=store.run(run).config, environment={})
+    store.add_setting(new_run, setting_id="s", position=0, name="s", params={}, speculative=False)
+    added = [RequestRecord("p", 0, 9 * 10**6, 10**6, chunk_ns=(10**6, 5 * 10**6), completion_tokens=2)]
+    store.record_cell(
+        new_run,
+        setting_id="s",
+        workload="w",
+        concurrency=1,
+        repeat=0,
+        requests=added,
+        counters=None,
+        acceptance_source=None,
+    )
+    assert [tuple(c.requests) for c in store.cells(run)] == [tuple(c.requests) for c in before]
+    assert tuple(store.cells(new_run)[0].requests) == tuple(added)
+    store.close()
+    for old in RUNS:  # the old runs' figures survive the migration
+        expected = json.loads((DATA / f"report-{old}.json").read_text())
+        assert _report(monkeypatch, capsys, old_store, old) == expected
+
+
+def test_old_cells_have_no_stored_digest_and_new_ones_do(old_store: Path, tmp_path: Path) -> None:
+    old = Store(old_store, read_only=True)
+    cells = old.cells(RUNS[0])
+    assert cells and all(c.stored_digest is None for c in cells)
+    copy = Store(tmp_path / "new.db")
+    run = copy.create_run(engine="sim", config={}, environment={})
+    copy.add_setting(run, setting_id="s", position=0, name="s", params={}, speculative=False)
+    for c in cells:
+        copy.record_cell(
+            run,
+            setting_id="s",
+            workload=c.workload,
+            concurrency=c.concurrency,
+            repeat=c.cell_id,
+            requests=tuple(c.requests),
+            counters=c.counters,
+            acceptance_source=c.acceptance_source,
+        )
+    stored = copy.cells(run)
+    assert all(c.stored_digest is not None for c in stored)
+    assert [c.stored_digest for c in stored] == [c.digest for c in cells]  # stored = recomputed from requests
+    data = load_run(copy, run)
+    assert data.cells and data.cells[0].aggregate_tok_s.median is not None
+    old.close()
+    copy.close()
