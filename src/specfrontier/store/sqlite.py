@@ -19,13 +19,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from specfrontier.errors import StoreError
-from specfrontier.metrics.digest import CellDigest, digest_from_json, digest_requests, digest_to_json
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.store.cell_requests import CellRequests
-from specfrontier.store.codec import RequestHeads, decode_heads, decode_requests, decode_texts, encode_requests
 from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
 from specfrontier.store.failures import converted
 from specfrontier.store.owner import Owner, current_owner, is_alive
@@ -34,6 +31,12 @@ from specfrontier.store.schema import DDL, MIGRATIONS, READABLE_VERSIONS, RUN_OW
 FINAL_STATUSES = ("done", "failed", "interrupted", "incomplete")
 """Statuses of a run that ended; `incomplete`: it ended with cells missing (a setting failed), resumable."""
 RUN_STATUSES = ("running", *FINAL_STATUSES)
+
+if TYPE_CHECKING:  # numpy and the metrics come with these: imported where cells are read or written, so
+    # that the commands that only list runs start light
+    from specfrontier.metrics.digest import CellDigest
+    from specfrontier.store.cell_requests import CellRequests
+    from specfrontier.store.codec import RequestHeads
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 _T = TypeVar("_T")
@@ -127,6 +130,8 @@ class CellRow:
         """This repeat's figures: as stored, or computed from its requests where none was stored."""
         if self.stored_digest is not None:
             return self.stored_digest
+        from specfrontier.metrics.digest import digest_requests
+
         return digest_requests(self.requests, self.concurrency if self.request_rate is None else None)
 
 
@@ -494,6 +499,8 @@ class Store:
         A `request_rate` makes it an open-loop cell (`concurrency` then is the in-flight cap, 0: none).
         The requests are stored as compressed blobs, with the repeat's figures (its digest) computed here,
         before the transaction, so the write lock is held only for the writes."""
+        from specfrontier.store.codec import encode_requests
+
         encoded = encode_requests(requests)
         digest = _digest_json(requests, concurrency if request_rate is None else None)
         with self._transaction() as db:
@@ -551,6 +558,8 @@ class Store:
     def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
         """The run's cells (only one setting's when `setting_id` is given), each with its stored digest
         and its requests as a `CellRequests`, read from the store only when first used."""
+        from specfrontier.metrics.digest import digest_from_json
+
         args = (run_id, setting_id, setting_id)
         cell_rows = self._db.execute(
             "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) ORDER BY cell_id", args
@@ -617,6 +626,8 @@ class Store:
 
     def _stored_requests(self, cell_id: int, count: int) -> CellRequests:
         """A schema-5 cell: each part read from its blob when first needed."""
+        from specfrontier.store.cell_requests import CellRequests
+        from specfrontier.store.codec import decode_heads, decode_requests, decode_texts
 
         def decoded(read: Callable[[], _T]) -> Callable[[], _T]:
             def run() -> _T:
@@ -655,6 +666,7 @@ class Store:
 
     def _legacy_requests(self, cell_id: int, count: int) -> CellRequests:
         """A schema-4 cell: its `request` rows, read when first needed."""
+        from specfrontier.store.cell_requests import CellRequests
 
         def read_all() -> tuple[RequestRecord, ...]:
             with converted(self.path, "reading requests", writing=False):
@@ -709,6 +721,8 @@ def _digest_json(requests: Sequence[RequestRecord], concurrency: int | None) -> 
     """The repeat's digest as stored, or None where its figures cannot be computed (records no server
     sends, such as times centuries apart): a digest is a cache, and failing to fill it must not lose the
     measured cell; readers then compute the figures from the requests, and say what is wrong there."""
+    from specfrontier.metrics.digest import digest_requests, digest_to_json
+
     try:
         return digest_to_json(digest_requests(requests, concurrency))
     except Exception:
