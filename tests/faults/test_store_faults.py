@@ -104,10 +104,10 @@ def writable_again(tmp_path: Path) -> Iterator[None]:
 
 # -- (a) a damaged page ---------------------------------------------------------------------------------
 def _corrupt_request_pages(store: Path) -> None:
-    """Overwrite the root page of the `request` b-tree, a page in the middle of the file, with 0xFF."""
+    """Overwrite the root page of the `request_blob` b-tree, a page in the middle of the file, with 0xFF."""
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     page_size, pages = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
-    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name='request'").fetchone()[0]
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name='request_blob'").fetchone()[0]
     db.close()
     assert 1 < root < pages, (root, pages)
     with store.open("r+b") as fh:

@@ -325,3 +325,16 @@ def test_open_loop_cells_are_keyed_by_rate_and_round_trip(tmp_path: Path) -> Non
     setting = store.settings(run_id)[0]
     assert (setting.first_ttft_ms, setting.first_e2e_ms) == (12.5, 80.0)
     store.close()
+
+
+def test_an_undecodable_request_blob_is_one_store_error_naming_the_cell(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store, run_id = _store_with_setting(path)
+    cell_id = _cell(store, run_id, [_record(0, 10, 100, 5)])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE request_blob SET data = x'00ff' WHERE cell_id=? AND part='chunks'", (cell_id,))
+    (cell,) = store.cells(run_id)
+    assert cell.stored_digest is not None and cell.digest.metrics.requests == 1  # figures still read
+    with pytest.raises(StoreError, match=rf"cell {cell_id}: its stored requests cannot be decoded .*restore it"):
+        list(cell.requests)
+    store.close()
