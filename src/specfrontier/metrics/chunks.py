@@ -16,7 +16,7 @@ def chunk_token_counts(r: RequestRecord) -> tuple[tuple[float, ...], bool]:
     if n == 0:
         return (), False
     if r.chunk_tokens is not None and len(r.chunk_tokens) == n:
-        return tuple(float(k) for k in r.chunk_tokens), False
+        return tuple(map(float, r.chunk_tokens)), False
     tokens = r.completion_tokens or 0
     if tokens == n:
         return (1.0,) * n, False

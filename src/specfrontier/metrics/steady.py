@@ -131,10 +131,13 @@ def tokens_inside(r: RequestRecord, start: int, end: int) -> float:
         if length <= 0:
             return tokens if start < r.end_ns <= end else 0.0
         return tokens * max(0, min(r.end_ns, end) - max(begin, start)) / length
-    counts, _ = chunk_token_counts(r)
     if r.end_ns <= start or r.send_ns > end:  # wholly outside: the common case, without numpy
         return 0.0
-    if r.send_ns >= start and r.end_ns <= end:  # wholly inside (every chunk's gap too)
+    inside = r.send_ns >= start and r.end_ns <= end  # wholly inside (every chunk's gap too)
+    if inside and r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
+        return float(sum(r.chunk_tokens))  # server counts: an integer sum, exact (no per-chunk floats needed)
+    counts, _ = chunk_token_counts(r)
+    if inside:
         return float(sum(counts))
     ends = np.asarray(r.chunk_ns, dtype=np.float64)
     starts = np.concatenate(([float(r.send_ns)], ends[:-1]))

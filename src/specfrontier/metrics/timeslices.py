@@ -79,7 +79,7 @@ def _tpot_ms(r: RequestRecord) -> float | None:
 
 def _chunk_tokens(r: RequestRecord) -> list[float]:
     if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
-        return [float(t) for t in r.chunk_tokens]
+        return list(map(float, r.chunk_tokens))
     if not r.chunk_ns:
         return []
     return [(r.completion_tokens or 0) / len(r.chunk_ns)] * len(r.chunk_ns)

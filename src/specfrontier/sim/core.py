@@ -22,6 +22,13 @@ Determinism: the k-th request created gets its own numpy Generator seeded with (
 about it (natural EOS, acceptance spread, acceptance per cycle) comes from that stream. A request's fate
 therefore does not depend on event order, so a small change of a cost parameter moves timings only:
 the predictions are smooth enough to calibrate against, and identical for identical inputs.
+
+Speed: under a static setting (no schedule) a request's tokens per decode cycle depend on its own stream
+only, so they are drawn once, vectorised, when its prefill ends (`_token_plan`), and `advance` runs a
+stretch of decode cycles over an unchanged batch in one go (until a request ends or the caller's next
+send is due) instead of one Python iteration per cycle and request. The records are identical to those of
+`step()` called cycle by cycle: both read the same plan, and a scheduled setting (whose depth depends on
+the batch) is still drawn cycle by cycle.
 """
 
 from __future__ import annotations
@@ -69,7 +76,12 @@ class SimRequest:
     accepted: int = 0
     drafted: int = 0
     _uniforms: list[list[float]] = field(default_factory=list)
+    """Scheduled settings: the block of uniforms `_accepted` draws its cycles from, a row a cycle."""
     _next_uniform: int = 0
+    plan: list[int] = field(default_factory=list)
+    """Static settings: tokens of each decode cycle, drawn when the prefill ends (`_token_plan`)."""
+    cursor: int = 0
+    """Decode cycles of `plan` already run."""
 
     def to_record(self, *, speculative: bool) -> RequestRecord:
         """The RequestRecord a streaming client would have built for this request (virtual-time stamps)."""
@@ -88,6 +100,53 @@ class SimRequest:
             spec=spec,
             finish_reason=self.finish_reason,
         )
+
+
+def _cycle_tokens(uniforms: np.ndarray, rates: list[float]) -> np.ndarray:
+    """Tokens per decode cycle, one cycle per row of `uniforms`: 1 + the drafts accepted depth by depth until
+    the first rejection (a draw passes when u < a), as `ServerCore._accepted` counts one row."""
+    rows, width = len(uniforms), len(rates)
+    passes = np.zeros((rows, width + 1), dtype=bool)  # a last column that always fails ends every row
+    np.less(uniforms[:, :width], np.asarray(rates, dtype=np.float64), out=passes[:, :width])
+    tokens: np.ndarray = passes.argmin(axis=1) + 1  # argmin: the first rejection
+    return tokens
+
+
+def _token_plan(request: SimRequest) -> list[int]:
+    """The tokens of each decode cycle the request will run, from its `generated` count to its `stop_at`.
+
+    Why: under a static setting a cycle's tokens depend on the request's own stream only, so drawing them all
+    at once (vectorised) gives the very numbers `_accepted` would draw cycle by cycle. The uniforms are the same
+    ones in the same order (one row of len(rates) per cycle; blocks of `_UNIFORM_BLOCK` rows continue one
+    stream); rows drawn beyond the last cycle are never read, and the stream serves nothing after its cycles.
+    Cycles that start before the natural EOS use `rates`, the others `post_eos_rates`; the last is cut at
+    `stop_at`."""
+    generated, stop, natural = request.generated, request.stop_at, request.natural_eos
+    if generated >= stop:
+        return []
+    if not request.rates:  # no speculation: one token a cycle, nothing drawn
+        return [1] * (stop - generated)
+    rows = -(-(stop - generated) // _UNIFORM_BLOCK) * _UNIFORM_BLOCK  # every cycle makes at least one token
+    uniforms = request.rng.random((rows, len(request.rates)))
+    before_eos = _cycle_tokens(uniforms, request.rates)
+    after_eos = before_eos
+    if natural < stop and request.post_eos_rates != request.rates:
+        after_eos = _cycle_tokens(uniforms, request.post_eos_rates)
+    plan: list[int] = []
+    row = 0
+    while generated < stop:
+        tokens, limit = (after_eos, stop) if generated >= natural else (before_eos, min(natural, stop))
+        ends = np.cumsum(tokens[row:]) + generated  # ends[j]: generated after cycle row + j
+        # this phase's cycles: those that start below `limit` (the first always does)
+        cycles = min(int(np.searchsorted(ends, limit, side="left")) + 1, len(ends))
+        taken: list[int] = tokens[row : row + cycles].tolist()
+        generated = int(ends[cycles - 1])
+        if generated > stop:
+            taken[-1] -= generated - stop
+            generated = stop
+        plan += taken
+        row += cycles
+    return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +179,7 @@ class ServerCore:
         self._cycle_ns: dict[tuple[int, int], int] = {}
         self._steps = setting.num_steps if setting.speculative else 0
         self._schedule = ScheduleState(setting.schedule, setting.schedule_start) if setting.schedule else None
+        self._rates: dict[tuple[int, float], tuple[WorkloadModel, list[float], list[float]]] = {}
 
     # -- requests -------------------------------------------------------------------------------
     def new_request(
@@ -142,10 +202,21 @@ class ServerCore:
         else:
             stop_at, reason = natural, "stop"
         scale = request_miss_scale(workload.request_dispersion, rng)
-        head = self.profile.model.draft_head
-        rates = scaled_rates(workload_rates(workload, self.setting, temperature, draft_head=head), scale)
-        post = scaled_rates(workload_rates(workload, self.setting, temperature, after_eos=True, draft_head=head), scale)
+        base, base_post = self._workload_rates(workload, temperature)
+        rates, post = scaled_rates(base, scale), scaled_rates(base_post, scale)
         return SimRequest(request_id, send_ns, prompt_tokens, max_tokens, stop_at, natural, reason, rates, post, rng)
+
+    def _workload_rates(self, workload: WorkloadModel, temperature: float) -> tuple[list[float], list[float]]:
+        """The workload's mean rates before and after the natural EOS, computed once per workload and temperature
+        (they are the same for every request; only the per-request spread differs)."""
+        key = (id(workload), temperature)
+        cached = self._rates.get(key)
+        if cached is None or cached[0] is not workload:
+            head = self.profile.model.draft_head
+            rates = workload_rates(workload, self.setting, temperature, draft_head=head)
+            post = workload_rates(workload, self.setting, temperature, after_eos=True, draft_head=head)
+            cached = self._rates[key] = (workload, rates, post)
+        return cached[1], cached[2]
 
     def submit(self, request: SimRequest) -> None:
         """Queue a request; it is considered from the next iteration on."""
@@ -159,11 +230,31 @@ class ServerCore:
     # -- iterations -----------------------------------------------------------------------------
     def step(self) -> StepResult:
         """Run one scheduler iteration from `now_ns` (prefill if a waiting request fits, else decode)."""
-        if self.prefilling or (self.waiting and len(self.running) + len(self.prefilling) < self.capacity):
+        if self._prefill_due():
             return self._prefill()
         if self.running:
             return self._decode()
         raise RuntimeError("step() called on an idle server; check `busy` first")
+
+    def advance(self, next_send_ns: int | None = None) -> tuple[SimRequest, ...]:
+        """Run one iteration, or, when it is a decode under a static setting, every decode iteration over the
+        same batch up to the first that ends a request or the last that starts before `next_send_ns` (the
+        caller's next send, which may change the batch); return the requests that ended.
+
+        Why: a virtual-time client needs only the iterations where something changes; the state and records
+        are exactly those of calling `step()` that many times, in a few list operations per request."""
+        if self._schedule is not None or self._prefill_due() or not self.running:
+            return self.step().finished
+        cycles = min(len(r.plan) - r.cursor for r in self.running)
+        duration = self._cycle_duration_ns(len(self.running), self._steps)
+        if next_send_ns is not None and duration > 0:
+            # iteration j starts at now + (j - 1) * duration; the send is submitted before the first at or after it
+            cycles = min(cycles, max(1, -(-(next_send_ns - self.now_ns) // duration)))
+        return self._decode_static(cycles).finished
+
+    def _prefill_due(self) -> bool:
+        """Whether the next iteration prefills: a prompt is in progress, or a waiting request has a free slot."""
+        return bool(self.prefilling or (self.waiting and len(self.running) + len(self.prefilling) < self.capacity))
 
     def _prefill(self) -> StepResult:
         budget = self.profile.prefill.chunk_tokens
@@ -195,6 +286,8 @@ class ServerCore:
                 request.end_ns = end
                 finished.append(request)
             else:
+                if self._schedule is None:  # a scheduled depth depends on the batch: drawn cycle by cycle
+                    request.plan = _token_plan(request)
                 self.running.append(request)
         self.now_ns = end
         return StepResult("prefill", start, end, len(batch), tuple(finished))
@@ -213,12 +306,11 @@ class ServerCore:
             self._cycle_ns[batch, depth] = duration
         return duration
 
-    def _accepted(self, request: SimRequest, depth: int | None) -> int:
-        """Drafts accepted this cycle: depth by depth until the first rejection (a scheduled iteration
-        draws only its `depth` first positions; None: every position of the setting, a tree's too)."""
+    def _accepted(self, request: SimRequest, depth: int) -> int:
+        """Drafts accepted this cycle of a scheduled setting: depth by depth until the first rejection, over
+        only its `depth` first positions (a static setting's cycles are drawn ahead: `_token_plan`)."""
         rates = request.post_eos_rates if request.generated >= request.natural_eos else request.rates
-        if depth is not None:
-            rates = rates[:depth]
+        rates = rates[:depth]
         if not rates:
             return 0
         if request._next_uniform >= len(request._uniforms):
@@ -235,19 +327,19 @@ class ServerCore:
         return accepted
 
     def _decode(self) -> StepResult:
+        """One decode iteration: read from the requests' plans under a static setting, drawn now under a schedule."""
+        if self._schedule is None:
+            return self._decode_static(1)
         start = self.now_ns
         batch = len(self.running)
         depth = self._depth(batch)
         end = start + self._cycle_duration_ns(batch, depth)
-        if self.setting.schedule:
-            drafts = depth
-        else:
-            drafts = self.setting.num_draft_tokens - 1 if self.setting.speculative else 0
+        drafts = depth
         still: list[SimRequest] = []
         finished: list[SimRequest] = []
         drafted_accepted = 0
         for request in self.running:
-            drawn = self._accepted(request, depth if self.setting.schedule else None)
+            drawn = self._accepted(request, depth)
             drafted_accepted += drawn
             tokens = min(1 + drawn, request.stop_at - request.generated)
             request.generated += tokens
@@ -262,8 +354,41 @@ class ServerCore:
                 finished.append(request)
             else:
                 still.append(request)
-        if self._schedule is not None:
-            self._schedule.controller(batch).observe(drafted_accepted / batch if depth else 0.0)
+        self._schedule.controller(batch).observe(drafted_accepted / batch if depth else 0.0)
+        self.running = still
+        self.now_ns = end
+        return StepResult("decode", start, end, batch, tuple(finished), depth)
+
+    def _decode_static(self, cycles: int) -> StepResult:
+        """`cycles` decode iterations over the running batch under a static setting, each request's tokens read
+        from its plan; the caller makes sure no request ends before the last of them (so the batch, and with it
+        the cycle time, stays the same). Returned as one result spanning them all."""
+        start = self.now_ns
+        batch = len(self.running)
+        depth = self._steps
+        duration = self._cycle_duration_ns(batch, depth)
+        end = start + cycles * duration
+        stamps = range(start + duration, end + 1, duration) if duration > 0 else [end] * cycles
+        drafts = self.setting.num_draft_tokens - 1 if self.setting.speculative else 0
+        still: list[SimRequest] = []
+        finished: list[SimRequest] = []
+        for request in self.running:
+            first = request.cursor
+            request.cursor = last = first + cycles
+            tokens = request.plan[first:last]
+            made = sum(tokens)
+            request.generated += made
+            request.chunk_ns.extend(stamps)
+            request.chunk_tokens.extend(tokens)
+            if depth:
+                request.verify_steps += cycles
+                request.accepted += made - cycles
+                request.drafted += drafts * cycles
+            if last >= len(request.plan):
+                request.end_ns = end
+                finished.append(request)
+            else:
+                still.append(request)
         self.running = still
         self.now_ns = end
         return StepResult("decode", start, end, batch, tuple(finished), depth)

@@ -81,7 +81,7 @@ class _ClosedLoop:
                 sent += 1
             if not core.busy:
                 continue
-            for request in core.step().finished:
+            for request in core.advance(sends[0][0] if sends else None):
                 done.append(request)
                 assert request.end_ns is not None
                 if sent + len(sends) < total or request.end_ns - start < min_duration_ns:
