@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from specfrontier.metrics.timeslices import Spike, TimeSlice, spikes, time_slices
@@ -48,13 +48,29 @@ def digest_requests(requests: Sequence[RequestRecord], concurrency: int | None) 
     )
 
 
+def try_digest(requests: Sequence[RequestRecord], concurrency: int | None) -> CellDigest | None:
+    """`digest_requests`, or None where the figures cannot be computed (records no server sends, such as
+    times centuries apart). A digest is a cache: failing to fill it must not lose the measured cell it
+    belongs to, so the store keeps the cell without one and readers compute (and report) the error."""
+    try:
+        return digest_requests(requests, concurrency)
+    except Exception:  # any failure of a cache fill leaves the cell stored without it
+        return None
+
+
+def _flat(item: CellMetrics | TimeSlice | Spike) -> dict[str, Any]:
+    """A flat dataclass's fields (all scalars) as a dict: `asdict` deep-copies every value, which costs
+    more than the figures themselves for a cell's few hundred slices."""
+    return {f.name: getattr(item, f.name) for f in fields(item)}
+
+
 def digest_to_json(digest: CellDigest) -> str:
     return json.dumps(
         {
             "version": DIGEST_VERSION,
-            "metrics": asdict(digest.metrics),
-            "slices": [asdict(s) for s in digest.slices],
-            "spikes": [asdict(s) for s in digest.spikes],
+            "metrics": _flat(digest.metrics),
+            "slices": [_flat(s) for s in digest.slices],
+            "spikes": [_flat(s) for s in digest.spikes],
             "session_turns": digest.session_turns,
         },
         separators=(",", ":"),
@@ -80,4 +96,4 @@ def digest_from_json(text: str) -> CellDigest | None:
     )
 
 
-__all__ = ["DIGEST_VERSION", "CellDigest", "digest_from_json", "digest_requests", "digest_to_json"]
+__all__ = ["DIGEST_VERSION", "CellDigest", "digest_from_json", "digest_requests", "digest_to_json", "try_digest"]

@@ -42,6 +42,7 @@ from specfrontier.report.tables import (
     spike_lines,
 )
 from specfrontier.store import Store
+from specfrontier.store.cell_requests import request_heads, request_texts
 from specfrontier.textfiles import write_text_atomic
 
 _TEMPLATES = Path(__file__).parent / "templates"
@@ -73,12 +74,14 @@ def sample_outputs(store: Store, run_id: str) -> list[SampleOutput]:
     """The first ok request with text of each setting, in stored order."""
     seen: dict[str, SampleOutput] = {}
     for cell in store.cells(run_id):
-        if cell.setting_id in seen:
+        if cell.setting_id in seen or not cell.requests:
             continue
-        for r in cell.requests:
-            if r.error is None and r.output_text:
-                seen[cell.setting_id] = SampleOutput(cell.setting_id, r.prompt_id, r.output_text[:SAMPLE_CHARS])
-                break
+        heads = request_heads(cell.requests)  # a stored cell: its per-request columns, then its texts only
+        sizes = heads.text_lengths.tolist()
+        first = next((i for i, error in enumerate(heads.errors) if error is None and sizes[i] > 0), None)
+        if first is not None:
+            text = request_texts(cell.requests)[first]
+            seen[cell.setting_id] = SampleOutput(cell.setting_id, heads.prompt_ids[first], text[:SAMPLE_CHARS])
     return list(seen.values())
 
 

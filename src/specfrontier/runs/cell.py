@@ -27,6 +27,7 @@ from specfrontier.load.workers import (
     resolve_open_workers,
     resolve_workers,
 )
+from specfrontier.metrics.digest import try_digest
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.store import Store
@@ -102,7 +103,10 @@ class MeasuredCell:
     health: ClientHealth
 
     def store(self, store: Store, run_id: str, setting: str, workload: str, repeat: int) -> CellDone:
-        """Record the cell (one transaction) and return what progress displays show of it."""
+        """Record the cell (one transaction) and return what progress displays show of it (its figures,
+        computed once for both)."""
+        level = self.concurrency if self.rate is None else None
+        digest = try_digest(self.records, level)
         store.record_cell(
             run_id,
             setting_id=setting,
@@ -115,8 +119,9 @@ class MeasuredCell:
             request_rate=self.rate,
             load=self.load_facts,
             client_health=self.health.to_json(),
+            digest=digest,
         )
-        metrics = cell_metrics(self.records, self.concurrency if self.rate is None else None)
+        metrics = digest.metrics if digest is not None else cell_metrics(self.records, level)
         return CellDone(
             setting, self.concurrency, repeat, metrics, self.counters, request_rate=self.rate, workload=workload
         )

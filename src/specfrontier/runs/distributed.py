@@ -35,6 +35,7 @@ from specfrontier.config import TuneConfig
 from specfrontier.config.load import parse_config
 from specfrontier.engines import EngineAdapter, EngineSetting
 from specfrontier.errors import ConfigError
+from specfrontier.metrics.digest import try_digest
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import RunOutcome, Sweep, environment
@@ -242,10 +243,11 @@ class RaySweep(Sweep):
         done = self.store.done_cells(run_id) if rate is None else self.store.done_open_cells(run_id)
         if (key if rate is None else (key[0], key[1], rate, key[3])) in done:
             return  # a late copy of a stored cell (its task was presumed lost): each cell is stored once
-        self.store.record_cell(run_id, **cell)
+        level = cell["concurrency"] if rate is None else None
+        digest = try_digest(cell["requests"], level)  # computed once: for the store and the progress line
+        self.store.record_cell(run_id, **cell, digest=digest)
         if self.events.on_cell_done:
-            records = cell["requests"]
-            metrics = cell_metrics(records, cell["concurrency"] if rate is None else None)
+            metrics = digest.metrics if digest is not None else cell_metrics(cell["requests"], level)
             self.events.on_cell_done(
                 CellDone(
                     cell["setting_id"], cell["concurrency"], cell["repeat"], metrics, cell["counters"],

@@ -14,7 +14,7 @@ from specfrontier.config.common import TuneBase
 from specfrontier.engines.sglang import SGLangSetting, setting_args
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
-from specfrontier.metrics.window import cell_metrics
+from specfrontier.metrics.digest import digest_requests
 from specfrontier.runs.cell import CellDone, per_request_counters
 from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings
 from specfrontier.schedules.verify import planner_for
@@ -134,6 +134,7 @@ class VirtualSweep:
                     continue
                 records = simulate_repeat(self.profile, s.name, sim_setting(s), c, repeat, protocol)
                 counters = per_request_counters(records)
+                digest = digest_requests(records, c)  # computed once: for the store and the progress line
                 self.store.record_cell(
                     run_id,
                     setting_id=s.name,
@@ -143,9 +144,10 @@ class VirtualSweep:
                     requests=records,
                     counters=counters,
                     acceptance_source=SIM_SOURCE if counters else None,
+                    digest=digest,
                 )
                 if self.events.on_cell_done:
-                    self.events.on_cell_done(CellDone(s.name, c, repeat, cell_metrics(records, c), counters))
+                    self.events.on_cell_done(CellDone(s.name, c, repeat, digest.metrics, counters))
         self.store.update_setting(run_id, s.name, status="done")
 
     def _resolve(self, s: SGLangSetting) -> ResolvedSetting:

@@ -29,6 +29,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -203,18 +204,20 @@ def encode_requests(requests: Sequence[RequestRecord]) -> EncodedCell:
 
 
 def _chunk_deltas(requests: Sequence[RequestRecord]) -> IntArray:
-    """Per request: its first chunk after its send, every later chunk after the one before."""
-    parts = []
-    for r in requests:
-        if r.chunk_ns:
-            times = np.asarray(r.chunk_ns, dtype=np.int64)
-            parts.append(np.diff(times, prepend=np.int64(r.send_ns)))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    """Per request: its first chunk after its send, every later chunk after the one before (over the
+    cell's chunks at once: a numpy call per request costs more than its arithmetic)."""
+    lengths = np.fromiter((len(r.chunk_ns) for r in requests), dtype=np.int64, count=len(requests))
+    times = np.fromiter(chain.from_iterable(r.chunk_ns for r in requests), dtype=np.int64, count=int(lengths.sum()))
+    deltas = np.diff(times, prepend=np.int64(0))
+    has_chunks = lengths > 0
+    firsts = (np.cumsum(lengths) - lengths)[has_chunks]
+    sends = np.fromiter((r.send_ns for r in requests), dtype=np.int64, count=len(requests))[has_chunks]
+    deltas[firsts] = times[firsts] - sends
+    return deltas
 
 
 def _chunk_token_values(requests: Sequence[RequestRecord]) -> IntArray:
-    values = [t for r in requests if r.chunk_tokens for t in r.chunk_tokens]
-    return np.array(values, dtype=np.int64)
+    return np.fromiter(chain.from_iterable(r.chunk_tokens or () for r in requests), dtype=np.int64)
 
 
 # -- blobs -> requests -----------------------------------------------------------------------------

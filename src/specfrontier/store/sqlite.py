@@ -493,16 +493,21 @@ class Store:
         request_rate: float | None = None,
         load: dict[str, Any] | None = None,
         client_health: dict[str, Any] | None = None,
+        digest: CellDigest | None = None,
     ) -> int:
         """Store one finished repeat of a cell and all its requests in a single transaction.
 
         A `request_rate` makes it an open-loop cell (`concurrency` then is the in-flight cap, 0: none).
-        The requests are stored as compressed blobs, with the repeat's figures (its digest) computed here,
-        before the transaction, so the write lock is held only for the writes."""
+        The requests are stored as compressed blobs with the repeat's figures: `digest`, when the caller
+        computed it for its own use (`metrics.digest.try_digest(requests, C, or None for an open-loop
+        cell)`), else computed here; both before the transaction, so the write lock is held only for the
+        writes."""
+        from specfrontier.metrics.digest import digest_to_json, try_digest
         from specfrontier.store.codec import encode_requests
 
         encoded = encode_requests(requests)
-        digest = _digest_json(requests, concurrency if request_rate is None else None)
+        digest = digest or try_digest(requests, concurrency if request_rate is None else None)
+        digest_json = digest_to_json(digest) if digest is not None else None
         with self._transaction() as db:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
@@ -532,8 +537,8 @@ class Store:
                 "INSERT INTO request_blob(cell_id, part, requests, data) VALUES (?, ?, ?, ?)",
                 [(cell_id, part, encoded.count, data) for part, data in encoded.parts()],
             )
-            if digest is not None:
-                db.execute("INSERT INTO cell_digest(cell_id, digest_json) VALUES (?, ?)", (cell_id, digest))
+            if digest_json is not None:
+                db.execute("INSERT INTO cell_digest(cell_id, digest_json) VALUES (?, ?)", (cell_id, digest_json))
         return cell_id
 
     @_guarded("reading stored cells", writes=False)
@@ -715,18 +720,6 @@ class Store:
             )
             for r in rows
         ]
-
-
-def _digest_json(requests: Sequence[RequestRecord], concurrency: int | None) -> str | None:
-    """The repeat's digest as stored, or None where its figures cannot be computed (records no server
-    sends, such as times centuries apart): a digest is a cache, and failing to fill it must not lose the
-    measured cell; readers then compute the figures from the requests, and say what is wrong there."""
-    from specfrontier.metrics.digest import digest_requests, digest_to_json
-
-    try:
-        return digest_to_json(digest_requests(requests, concurrency))
-    except Exception:
-        return None
 
 
 def _record_from_row(r: sqlite3.Row) -> RequestRecord:
