@@ -16,10 +16,11 @@ per setting x concurrency, medians as published; no requests behind them), with 
 came from; the setting's capacity is stored on its `setting` row.
 Requests (schema 5): a cell's requests are three compressed columnar blobs in `request_blob`, one row
 per (cell, part): `head` (per-request columns), `chunks` (chunk times and tokens), `text` (outputs);
-`specfrontier.store.codec` says how. `cell_digest` keeps each repeat's figures, computed once when the
-cell is recorded (`specfrontier.metrics.digest`). A schema-4 store keeps its requests in `request` rows
-(one per request, chunk times as JSON): it is read as it is, and opening it to write adds the new
-tables and marks it version 5 (`MIGRATIONS`); its old cells stay in `request`, new ones go to blobs.
+`specfrontier.store.codec` says how. `cell_digest` keeps each repeat's figures (zlib-compressed
+JSON), computed once when the cell is recorded (`specfrontier.metrics.digest`). A schema-4 store keeps
+its requests in `request` rows (one per request, chunk times as JSON): it is read as it is, and opening
+it to write adds the new tables and marks it version 5 (`MIGRATIONS`); its old cells stay in `request`,
+new ones go to blobs.
 `run_owner` (RUN_OWNER_DDL): the process writing a run (pid, start time, boot id; see
 `specfrontier.store.owner`). It is additive, not a schema version: every writable open creates it if
 missing, an older tool ignores it, and a store without it simply has no owners.
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS request_blob (
 );
 CREATE TABLE IF NOT EXISTS cell_digest (
     cell_id     INTEGER PRIMARY KEY REFERENCES cell(cell_id),
-    digest_json TEXT NOT NULL
+    digest      BLOB NOT NULL
 );
 """
 """Schema 5's request blobs and digests (also the migration from 4)."""

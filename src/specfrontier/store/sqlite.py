@@ -507,7 +507,7 @@ class Store:
 
         encoded = encode_requests(requests)
         digest = digest or try_digest(requests, concurrency if request_rate is None else None)
-        digest_json = digest_to_json(digest) if digest is not None else None
+        packed = zlib.compress(digest_to_json(digest).encode()) if digest is not None else None
         with self._transaction() as db:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
@@ -537,8 +537,8 @@ class Store:
                 "INSERT INTO request_blob(cell_id, part, requests, data) VALUES (?, ?, ?, ?)",
                 [(cell_id, part, encoded.count, data) for part, data in encoded.parts()],
             )
-            if digest_json is not None:
-                db.execute("INSERT INTO cell_digest(cell_id, digest_json) VALUES (?, ?)", (cell_id, digest_json))
+            if packed is not None:
+                db.execute("INSERT INTO cell_digest(cell_id, digest) VALUES (?, ?)", (cell_id, packed))
         return cell_id
 
     @_guarded("reading stored cells", writes=False)
@@ -579,11 +579,11 @@ class Store:
             ):
                 blobs[int(r[0])] = int(r[1])
             for r in self._db.execute(
-                "SELECT cell_id, digest_json FROM cell_digest JOIN cell USING (cell_id) "
+                "SELECT cell_id, digest FROM cell_digest JOIN cell USING (cell_id) "
                 "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?)",
                 args,
             ):
-                digests[int(r[0])] = digest_from_json(r[1])
+                digests[int(r[0])] = _unpacked_digest(r[1], digest_from_json)
         legacy = self._legacy_counts(args) if any(int(r["cell_id"]) not in blobs for r in cell_rows) else {}
         out = []
         for r in cell_rows:
@@ -720,6 +720,15 @@ class Store:
             )
             for r in rows
         ]
+
+
+def _unpacked_digest(packed: bytes, parse: Callable[[str], CellDigest | None]) -> CellDigest | None:
+    """A stored digest, or None when it cannot be read (a damaged blob): a digest is a cache of figures
+    the cell's requests still hold, so its readers then compute them again."""
+    try:
+        return parse(zlib.decompress(packed).decode())
+    except (zlib.error, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _record_from_row(r: sqlite3.Row) -> RequestRecord:

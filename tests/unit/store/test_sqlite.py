@@ -179,7 +179,7 @@ def test_exception_inside_transaction_leaves_nothing(tmp_path: Path) -> None:
 def test_record_cell_failing_on_its_last_write_stores_no_cell(tmp_path: Path) -> None:
     store, run_id = _store_with_setting(tmp_path / "s.db")
     with sqlite3.connect(tmp_path / "s.db") as db:  # a digest already there for the next cell (no foreign keys)
-        db.execute("INSERT INTO cell_digest(cell_id, digest_json) VALUES (1, '{}')")
+        db.execute("INSERT INTO cell_digest(cell_id, digest) VALUES (1, x'00')")
     with pytest.raises(StoreError, match=r"recording a cell: UNIQUE constraint failed: cell_digest\.cell_id") as info:
         _cell(store, run_id, [_record(0, 1, 2, 2)])
     assert isinstance(info.value.__cause__, sqlite3.IntegrityError)
@@ -337,4 +337,17 @@ def test_an_undecodable_request_blob_is_one_store_error_naming_the_cell(tmp_path
     assert cell.stored_digest is not None and cell.digest.metrics.requests == 1  # figures still read
     with pytest.raises(StoreError, match=rf"cell {cell_id}: its stored requests cannot be decoded .*restore it"):
         list(cell.requests)
+    store.close()
+
+
+def test_a_damaged_digest_is_computed_again_from_the_requests(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store, run_id = _store_with_setting(path)
+    _cell(store, run_id, [_record(0, 10, 100, 5), _record(20, 30, 150, 5)])
+    (stored,) = store.cells(run_id)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE cell_digest SET digest = x'78'")
+    (cell,) = store.cells(run_id)
+    assert stored.stored_digest is not None and cell.stored_digest is None
+    assert cell.digest == stored.stored_digest
     store.close()

@@ -7,6 +7,7 @@ with garbage, a read-only file or folder (as a non-root user), an empty file, an
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
@@ -32,9 +33,13 @@ def _filled(path: Path, *, cells: int = 6, requests: int = 8) -> tuple[Store, st
     return store, run_id
 
 
+def _text(repeat: int, i: int) -> str:
+    """1 KB of hex digits that do not repeat (the store compresses texts: these still take ~500 bytes)."""
+    return f"cell {repeat} " + "".join(hashlib.sha256(f"{repeat}-{i}-{k}".encode()).hexdigest() for k in range(16))
+
+
 def _cell(store: Store, run_id: str, repeat: int, requests: int = 8) -> int:
-    text = f"cell {repeat} " + "lorem ipsum dolor sit amet " * 40
-    records = [replace(record_ms(0, 10, 100 + i, 30), output_text=text) for i in range(requests)]
+    records = [replace(record_ms(0, 10, 100 + i, 30), output_text=_text(repeat, i)) for i in range(requests)]
     return store.record_cell(
         run_id,
         setting_id="b",
