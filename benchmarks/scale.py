@@ -1,7 +1,7 @@
 """The tool's own cost as a run grows (issue 18): bytes per request, `report` time and memory, start-up.
 
 Run: `.venv/bin/python benchmarks/scale.py [--sizes 10000,100000[,1000000]] [--real]` (1M writes a
-~630 MB store in about 9 minutes on 2 cores; `--real` adds a short real llama.cpp tune, ~2 minutes).
+~630 MB store in about 9 minutes on 2 cores; `--real` adds a short real llama.cpp tune, ~3 minutes).
 
 For each size a synthetic run is written straight into a fresh store through `Store.record_cell` (the
 path every sweep takes): the simulator's seed settings (no speculation, steps 1-5) x C = 1, 4, 16, 32, 64
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -118,15 +119,24 @@ def stored_bytes_per_request(db: Path) -> tuple[int, float]:
     return requests, size / max(requests, 1)
 
 
+def request_data_per_request(db: Path) -> float:
+    """Bytes of the requests' blobs and the cells' digests per request: what each further request adds,
+    without the fixed pages of a store (schema, run, settings), which dominate a run of a few dozen."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        blobs, requests = conn.execute(
+            "SELECT SUM(LENGTH(data)), SUM(CASE WHEN part='head' THEN requests ELSE 0 END) FROM request_blob"
+        ).fetchone()
+        (digests,) = conn.execute("SELECT SUM(LENGTH(digest)) FROM cell_digest").fetchone()
+    return (blobs + (digests or 0)) / max(requests, 1)
+
+
 def real_llamacpp_run(folder: Path) -> None:
-    """A short real llama.cpp tune (the embedded default's model, workload and 48-token outputs; two of
-    its settings, C = 1, 4, one 10-second repeat each): bytes per request as a real run stores them."""
+    """A short real llama.cpp tune (the embedded default's model, workload, 48-token outputs and 25-second
+    cells; two of its settings, C = 1, 4, one repeat each): bytes per request as a real run stores them."""
     from specfrontier.engines.llamacpp import default_config
 
     config = default_config()
-    short = config.model_copy(
-        update={"settings": config.settings[:2], "concurrency": (1, 4), "repeats": 1, "cell_duration_s": 10.0}
-    )
+    short = config.model_copy(update={"settings": config.settings[:2], "concurrency": (1, 4), "repeats": 1})
     path = folder / "llamacpp.yaml"
     path.write_text(json.dumps(short.model_dump(mode="json", exclude={"store"})))  # JSON is YAML
     db = folder / "llamacpp.db"
@@ -135,7 +145,8 @@ def real_llamacpp_run(folder: Path) -> None:
     requests, per = stored_bytes_per_request(db)
     print(
         f"real llama.cpp run ({time.perf_counter() - start:.0f} s): {requests} requests, {per:.0f} bytes/request "
-        "(store file and side files / requests)"
+        f"(store file and side files / requests), {request_data_per_request(db):.0f} bytes/request of request "
+        "blobs and digests"
     )
 
 
@@ -156,14 +167,15 @@ def seed_grid_tune(folder: Path, runs: int = 3) -> None:
     shown = ", ".join(f"{t:.2f}" for t in timings)
     print(
         f"seed grid tune (simulator, virtual time, 90 cells, report and HTML included): {shown} s wall; "
-        f"{requests} requests, {per:.0f} bytes/request"
+        f"{requests} requests, {per:.0f} bytes/request ({request_data_per_request(folder / 'seed0.db'):.0f} "
+        "of request blobs and digests)"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="requests per run, comma-separated")
-    parser.add_argument("--real", action="store_true", help="also a short real llama.cpp tune (~2 minutes)")
+    parser.add_argument("--real", action="store_true", help="also a short real llama.cpp tune (~3 minutes)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as folder:
