@@ -1,7 +1,7 @@
 """The tool's own cost as a run grows (issue 18): bytes per request, `report` time and memory, start-up.
 
 Run: `.venv/bin/python benchmarks/scale.py [--sizes 10000,100000[,1000000]] [--real]` (1M writes a
-~630 MB store in about 9 minutes on 2 cores; `--real` adds a short real llama.cpp tune, ~3 minutes).
+~630 MB store in about 9 minutes on 2 cores; `--real` adds a short real llama.cpp tune, ~4 minutes).
 
 For each size a synthetic run is written straight into a fresh store through `Store.record_cell` (the
 path every sweep takes): the simulator's seed settings (no speculation, steps 1-5) x C = 1, 4, 16, 32, 64
@@ -132,11 +132,11 @@ def request_data_per_request(db: Path) -> float:
 
 def real_llamacpp_run(folder: Path) -> None:
     """A short real llama.cpp tune (the embedded default's model, workload, 48-token outputs and 25-second
-    cells; two of its settings, C = 1, 4, one repeat each): bytes per request as a real run stores them."""
+    cells; two of its settings, C = 1, 2, 4, one repeat each): bytes per request as a real run stores them."""
     from specfrontier.engines.llamacpp import default_config
 
     config = default_config()
-    short = config.model_copy(update={"settings": config.settings[:2], "concurrency": (1, 4), "repeats": 1})
+    short = config.model_copy(update={"settings": config.settings[:2], "concurrency": (1, 2, 4), "repeats": 1})
     path = folder / "llamacpp.yaml"
     path.write_text(json.dumps(short.model_dump(mode="json", exclude={"store"})))  # JSON is YAML
     db = folder / "llamacpp.db"
@@ -175,7 +175,7 @@ def seed_grid_tune(folder: Path, runs: int = 3) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000", help="requests per run, comma-separated")
-    parser.add_argument("--real", action="store_true", help="also a short real llama.cpp tune (~3 minutes)")
+    parser.add_argument("--real", action="store_true", help="also a short real llama.cpp tune (~4 minutes)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as folder:
