@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,8 @@ def run_bench(
     options: BenchOptions, console: Console, err: Console, on_cell_done: Callable[[CellDone], None] | None
 ) -> None:
     """Measure the running server at `options.url`; Ctrl-C/SIGTERM stop it cleanly (finished cells kept)."""
+    import asyncio  # here, not at import: `--help` and `runs` start without it
+
     from specfrontier.analysis import load_run
     from specfrontier.report import print_report
     from specfrontier.runs.bench import open_bench

@@ -3,7 +3,6 @@ level, store, report; interrupts (signals, a closed stdout) stop it cleanly and 
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from collections.abc import Callable
 from dataclasses import fields
@@ -11,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
@@ -27,6 +25,8 @@ from specfrontier.errors import ConfigError
 from specfrontier.store import Store
 
 if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    import asyncio
+
     from specfrontier.analysis import RunData
     from specfrontier.config import TuneConfig
     from specfrontier.report.progress import SweepProgress
@@ -46,6 +46,8 @@ def apply_search_options(
 def _with_options(cfg: TuneConfig, block: str, given: dict[str, Any], options: dict[str, str]) -> TuneConfig:
     """`cfg` with the command-line values in `given` (None: not given) set in its `block:`; a bad value is
     named by its option (`options`: key -> flag)."""
+    from pydantic import ValidationError  # here: pydantic is not needed by --help or `runs`
+
     from specfrontier.config.common import describe_validation_error
 
     given = {k: v for k, v in given.items() if v is not None}
@@ -117,6 +119,8 @@ async def _run_sweep(sweep: Runner, run_id: str, output_closed: list[bool]) -> R
     The signals are installed explicitly: a process started in the background by a non-interactive shell
     inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler of its own.
     """
+    import asyncio
+
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
@@ -160,6 +164,8 @@ def _tune_config(
 ) -> TuneConfig:
     """The config from --config, or the engine's embedded default; --engine and the option flags must
     agree with it."""
+    from pydantic import ValidationError
+
     from specfrontier.config.common import describe_validation_error
     from specfrontier.config.load import load_config
     from specfrontier.engines import registry
@@ -200,6 +206,8 @@ def _tune_config(
 def _companion(cfg: TuneConfig | None, store: Store, first: RunData, out: Console) -> None:
     """The second run an engine asks for after this config (the simulator's seed grid under production
     sampling), measured into the same store and compared with the first."""
+    import asyncio
+
     from specfrontier.analysis import load_run
     from specfrontier.analysis.compare import compare_runs
     from specfrontier.cli.render import print_comparison
@@ -266,6 +274,8 @@ def tune(
     ] = None,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
+    import asyncio  # here, like every import a command runs: `--help` and `runs` start without it
+
     from specfrontier.analysis import load_run
     from specfrontier.cli.render import write_tune_html
     from specfrontier.metrics.slo import parse_slo

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import nnls
 
 from specfrontier.perfmodel.types import SettingParams
 from specfrontier.theory.cycle import CYCLE_FORMS, VERIFY_TERM_NAMES, verified_tokens, verify_terms
@@ -126,6 +125,8 @@ def fit_form(
     names = term_names(form, families)
     groups, dropped = dependent_columns(rows, names)
     keep = [i for i in range(rows.shape[1]) if i not in dropped]
+    from scipy.optimize import nnls  # here, not at import: scipy.optimize costs ~0.25 s and only a fit needs it
+
     coef = np.zeros(rows.shape[1])
     coef[keep], _ = nnls(rows[:, keep], np.ones(len(observations)))
     resid = rows @ coef - 1.0

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
@@ -302,6 +301,8 @@ def _refine_shape(
     def score(shape: float) -> float:
         cache[shape] = fit_form(form, shape, families, obs)
         return cache[shape][1]
+
+    from scipy.optimize import minimize_scalar  # here, not at import: every `tune` imports this package
 
     found = minimize_scalar(score, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3 * (hi - lo)})
     best_shape = float(found.x)

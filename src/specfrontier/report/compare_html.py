@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib.pyplot as plt
-
 from specfrontier.analysis.compare import Comparison
 from specfrontier.report import plots
 from specfrontier.report.compare import comparison_summary, comparison_tables
@@ -20,7 +18,7 @@ def ratio_plot(cmp: Comparison) -> str | None:
     if not cmp.cells:
         return None
     labels = [f"{d.setting} C={d.concurrency:g}" for d in cmp.cells]
-    fig, ax = plt.subplots(figsize=(plots.WIDTH_IN, max(1.8, 0.28 * len(labels) + 0.9)))
+    fig, ax = plots.new_figure(max(1.8, 0.28 * len(labels) + 0.9))
     ys = list(range(len(labels)))
     colors = ["#2da44e" if d.ratio >= 1 else "#cf222e" for d in cmp.cells]
     bars = ax.barh(ys, [d.ratio - 1 for d in cmp.cells], left=1, color=colors)
