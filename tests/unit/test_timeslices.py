@@ -83,3 +83,17 @@ def test_slice_width_must_be_positive() -> None:
     with pytest.raises(ValueError, match="slice_s"):
         time_slices([], slice_s=0)
     assert time_slices([]) == []
+
+
+def test_percentiles_of_many_groups_equal_one_call_per_group() -> None:
+    """The slices' p50/p99, computed for all groups of one size at once, are numpy's values of each group."""
+    import numpy as np
+
+    from specfrontier.metrics.timeslices import p50_p99_each
+
+    rng = np.random.default_rng(3)
+    groups = [list(rng.lognormal(3, 1.5, size=int(n)) * scale) for n, scale in zip(
+        rng.integers(0, 30, size=2000), rng.choice([1.0, 1e-3, 1e5], size=2000), strict=True
+    )]  # fmt: skip
+    expected = [(float(np.percentile(g, 50)), float(np.percentile(g, 99))) if g else (None, None) for g in groups]
+    assert p50_p99_each(groups) == expected
