@@ -97,3 +97,28 @@ def test_percentiles_of_many_groups_equal_one_call_per_group() -> None:
     )]  # fmt: skip
     expected = [(float(np.percentile(g, 50)), float(np.percentile(g, 99))) if g else (None, None) for g in groups]
     assert p50_p99_each(groups) == expected
+
+
+def test_whole_token_counts_are_summed_per_second_exactly() -> None:
+    """Cells whose chunks all count whole tokens take the one-pass path: each slot's tokens are the exact
+    integer sum of the tokens of the chunks that arrived in it; a cell with one uneven split takes the
+    request-by-request path and still counts every token."""
+    import random
+
+    rng = random.Random(5)
+    records = []
+    for i in range(60):
+        send = i * 100_000_000
+        times = sorted(send + rng.randrange(1, 3 * 10**9) for _ in range(rng.randrange(1, 30)))
+        counts = tuple(rng.randrange(0, 5) for _ in times)
+        records.append(RequestRecord(f"p{i}", send, times[-1], times[0], chunk_ns=tuple(times), chunk_tokens=counts))
+    seconds = max(r.end_ns for r in records) // 10**9 + 1  # the window starts at 0
+    expected = [0] * seconds
+    for r in records:
+        for t, n in zip(r.chunk_ns, r.chunk_tokens or (), strict=True):
+            expected[min(t // 10**9, seconds - 1)] += n
+    slices = time_slices(records)
+    assert [s.output_tokens for s in slices] == [float(n) for n in expected]
+    uneven = RequestRecord("u", 0, 2 * 10**9, 10**9, chunk_ns=(10**9, 2 * 10**9 - 1), completion_tokens=3)
+    mixed = time_slices([*records, uneven])
+    assert sum(s.output_tokens for s in mixed) == pytest.approx(sum(expected) + 3)
