@@ -212,3 +212,27 @@ def test_tune_events_jsonl_keeps_stdout_machine_readable(
     with pytest.raises(SystemExit) as bad:
         main()
     assert bad.value.code == 2 and "--events = 'xml'" in capsys.readouterr().err
+
+
+def test_cells_simulated_in_worker_processes_equal_those_simulated_in_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtual cell is a pure function of its setting, level and repeat: workers change nothing stored."""
+    import contextlib
+
+    from specfrontier.sim import cells, runner
+
+    stored = []
+    for name, workers in (("pool.db", cells.cell_workers), ("alone.db", lambda: contextlib.nullcontext(None))):
+        monkeypatch.setattr(runner, "cell_workers", workers)
+        sweep = VirtualSweep(_small())
+        sweep.attach(Store(tmp_path / name))
+        run_id = sweep.new_run()
+        sweep.run_sync(run_id)
+        stored.append(
+            [(c.setting_id, c.concurrency, c.repeat, c.counters, tuple(c.requests), c.stored_digest)
+             for c in sweep.store.cells(run_id)]
+        )  # fmt: skip
+    with cells.cell_workers() as pool:
+        assert pool is not None  # this machine has the cores: the first run really used workers
+    assert stored[0] == stored[1] and len(stored[0]) == 2 * 2 * 2

@@ -8,20 +8,21 @@ They land in the same store, so `report`, `runs --json` and the analysis treat t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 
 import specfrontier
 from specfrontier.config.common import TuneBase
 from specfrontier.engines.sglang import SGLangSetting, setting_args
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
-from specfrontier.metrics.digest import digest_requests
-from specfrontier.runs.cell import CellDone, per_request_counters
+from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
+from specfrontier.sim.cells import CellTask, cell_workers, simulated_cell
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.profile import SimProfile, load_profile
-from specfrontier.sim.protocol import CellProtocol, sim_setting, simulate_repeat
+from specfrontier.sim.protocol import CellProtocol, sim_setting
 from specfrontier.sim.setting import ResolvedSetting, resolve_setting
 from specfrontier.store import Store
 
@@ -41,6 +42,7 @@ class VirtualSweep:
         self.config = config
         self.events = SweepEvents(on_cell_done=on_cell_done)
         self._store: Store | None = None
+        self._pool: Executor | None = None
         self.planner: SearchPlanner | None = None
         if not isinstance(self.config.engine, SimEngine):
             raise ConfigError("engine.name: the virtual sweep needs engine.name = sim; fix: set engine.name: sim")
@@ -107,14 +109,20 @@ class VirtualSweep:
     def run_sync(self, run_id: str) -> None:
         """`run` without an event loop (benchmarks and tests that drive the simulator directly)."""
         self.planner = planner_for(self.config, self.store, run_id)
-        while (setting := self.planner.next_setting()) is not None:
-            assert isinstance(setting, SGLangSetting)
-            self.run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
+        with cell_workers() as pool:
+            self._pool = pool
+            try:
+                while (setting := self.planner.next_setting()) is not None:
+                    assert isinstance(setting, SGLangSetting)
+                    self.run_setting(run_id, setting, levels=self.planner.levels.get(setting.name))
+            finally:
+                self._pool = None
         self.store.set_run_status(run_id, "done")
 
     def run_setting(self, run_id: str, s: SGLangSetting, levels: Sequence[int] | None = None) -> None:
         """Every missing cell of one setting, only at `levels` when given (the search's subset); the
-        setting is resolved and refused here if SGLang would reject it."""
+        setting is resolved and refused here if SGLang would reject it. The cells are simulated side by
+        side where there are cores to spare (`cell_workers`), and stored in their listed order."""
         cfg, w = self.config, self.config.workload
         protocol = CellProtocol.of(cfg)
         resolved = self._resolve(s)
@@ -128,26 +136,29 @@ class VirtualSweep:
             capacity=capacity(self.profile, resolved),
             capacity_source="simulator capacity law of the profile (model)",
         )
-        for repeat in range(cfg.repeats):
-            for c in cfg.concurrency:
-                if (s.name, label, c, repeat) in done or (levels is not None and c not in levels):
-                    continue
-                records = simulate_repeat(self.profile, s.name, sim_setting(s), c, repeat, protocol)
-                counters = per_request_counters(records)
-                digest = digest_requests(records, c)  # computed once: for the store and the progress line
-                self.store.record_cell(
-                    run_id,
-                    setting_id=s.name,
-                    workload=label,
-                    concurrency=c,
-                    repeat=repeat,
-                    requests=records,
-                    counters=counters,
-                    acceptance_source=SIM_SOURCE if counters else None,
-                    digest=digest,
+        todo = [
+            CellTask(self.profile, s.name, sim_setting(s), c, repeat, protocol)
+            for repeat in range(cfg.repeats)
+            for c in cfg.concurrency
+            if (s.name, label, c, repeat) not in done and (levels is None or c in levels)
+        ]
+        cells = self._pool.map(simulated_cell, todo) if self._pool is not None else map(simulated_cell, todo)
+        for cell in cells:
+            self.store.record_encoded_cell(
+                run_id,
+                setting_id=s.name,
+                workload=label,
+                concurrency=cell.concurrency,
+                repeat=cell.repeat,
+                encoded=cell.encoded,
+                counters=cell.counters,
+                acceptance_source=SIM_SOURCE if cell.counters else None,
+                digest=cell.digest,
+            )
+            if self.events.on_cell_done:
+                self.events.on_cell_done(
+                    CellDone(s.name, cell.concurrency, cell.repeat, cell.digest.metrics, cell.counters)
                 )
-                if self.events.on_cell_done:
-                    self.events.on_cell_done(CellDone(s.name, c, repeat, digest.metrics, counters))
         self.store.update_setting(run_id, s.name, status="done")
 
     def _resolve(self, s: SGLangSetting) -> ResolvedSetting:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # numpy and the metrics come with these: imported where cells
     # that the commands that only list runs start light
     from specfrontier.metrics.digest import CellDigest
     from specfrontier.store.cell_requests import CellRequests
-    from specfrontier.store.codec import RequestHeads
+    from specfrontier.store.codec import EncodedCell, RequestHeads
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 _T = TypeVar("_T")
@@ -502,11 +502,46 @@ class Store:
         computed it for its own use (`metrics.digest.try_digest(requests, C, or None for an open-loop
         cell)`), else computed here; both before the transaction, so the write lock is held only for the
         writes."""
-        from specfrontier.metrics.digest import digest_to_json, try_digest
+        from specfrontier.metrics.digest import try_digest
         from specfrontier.store.codec import encode_requests
 
-        encoded = encode_requests(requests)
-        digest = digest or try_digest(requests, concurrency if request_rate is None else None)
+        return self.record_encoded_cell(
+            run_id,
+            setting_id=setting_id,
+            workload=workload,
+            concurrency=concurrency,
+            repeat=repeat,
+            encoded=encode_requests(requests),
+            counters=counters,
+            acceptance_source=acceptance_source,
+            request_rate=request_rate,
+            load=load,
+            client_health=client_health,
+            digest=digest or try_digest(requests, concurrency if request_rate is None else None),
+        )
+
+    @_guarded("recording a cell", writes=True)
+    def record_encoded_cell(
+        self,
+        run_id: str,
+        *,
+        setting_id: str,
+        workload: str,
+        concurrency: int,
+        repeat: int,
+        encoded: EncodedCell,
+        counters: SpecCounters | None,
+        acceptance_source: str | None,
+        request_rate: float | None = None,
+        load: dict[str, Any] | None = None,
+        client_health: dict[str, Any] | None = None,
+        digest: CellDigest | None = None,
+    ) -> int:
+        """`record_cell` for requests already encoded (`store.codec.encode_requests`), with their digest
+        (None: none could be computed): what a worker process that simulated the cell sends back, a few
+        compressed kilobytes instead of every record."""
+        from specfrontier.metrics.digest import digest_to_json
+
         packed = zlib.compress(digest_to_json(digest).encode()) if digest is not None else None
         with self._transaction() as db:
             cur = db.execute(
