@@ -5,7 +5,9 @@ The grid is `seed_sim_config`: no speculation + steps 1-5 x C 1, 4, 16, 32, 64, 
 Run: `.venv/bin/python benchmarks/sim_grid.py`. Machines differ, so the result is also printed as a
 ratio against a reference run in the same process: the single cheapest cell (steps 1, C=1, one
 repeat), repeated, gives the machine's speed; the grid's cost in "reference cells" is what should stay
-stable across machines and commits.
+stable across machines. Across commits compare wall seconds on one machine: a change that speeds up the
+simulator speeds up the reference cell too (issue 18's fast-forward made it ~9x faster). The whole
+`tune` command, store and report included, is timed by `benchmarks/scale.py`.
 """
 
 from __future__ import annotations
