@@ -29,6 +29,7 @@ from specfrontier.metrics.timeslices import Spike, TimeSlice
 from specfrontier.metrics.window import CellMetrics
 from specfrontier.records import SpecCounters
 from specfrontier.store import CellRow, RunRow, SettingRow, Store
+from specfrontier.store.cell_requests import request_heads
 
 NOISY_SPREAD = NOISY_RELATIVE_MAD
 """A cell whose relative MAD (MAD / median over repeats) of aggregate tok/s exceeds this is flagged noisy."""
@@ -432,9 +433,15 @@ def _summarise(group: list[tuple[CellRow, CellDigest, CellMetrics]], slos: Seque
         slices=slices,
         spikes=found,
         client_health=tuple(row.client_health for row, _, _ in group if row.client_health is not None),
-        goodput=GoodputSummary(tuple(window_goodput(row.requests, slos) for row, _, _ in group)) if slos else None,
+        goodput=GoodputSummary(tuple(_goodput(row, slos) for row, _, _ in group)) if slos else None,
         **declared,
     )
+
+
+def _goodput(row: CellRow, slos: Sequence[Slo]) -> WindowGoodput:
+    """Goodput of one repeat from its requests' times and counts only (`request_heads`): a stored cell's
+    head blob, so a report with SLOs on a long run neither decodes nor holds every chunk time."""
+    return window_goodput(request_heads(row.requests).timing_records(), slos)
 
 
 def _row_metrics(row: CellRow, digest: CellDigest) -> CellMetrics:

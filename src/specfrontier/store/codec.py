@@ -243,6 +243,26 @@ class RequestHeads:
     def __len__(self) -> int:
         return len(self.prompt_ids)
 
+    def timing_records(self) -> tuple[RequestRecord, ...]:
+        """The requests with their times, counts, finish reason and error, but WITHOUT chunk times and
+        output texts (empty): for readers of per-request latencies and counts only (goodput under SLOs),
+        which then read a cell's head blob instead of all of it."""
+        send, end = self.send_ns.tolist(), self.end_ns.tolist()
+        return tuple(
+            RequestRecord(
+                prompt_id=self.prompt_ids[i],
+                send_ns=send[i],
+                end_ns=end[i],
+                first_token_ns=self.first_token_ns[i],
+                prompt_tokens=self.prompt_tokens[i],
+                completion_tokens=self.completion_tokens[i],
+                spec=self.spec[i],
+                finish_reason=self.finish_reasons[i],
+                error=self.errors[i],
+            )
+            for i in range(len(self.prompt_ids))
+        )
+
 
 def _with_mask(values: IntArray, mask: np.ndarray) -> tuple[int | None, ...]:
     return tuple(v if present else None for v, present in zip(values.tolist(), mask.tolist(), strict=True))

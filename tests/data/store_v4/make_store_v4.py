@@ -3,7 +3,8 @@
 Run from a checkout of that commit, with this folder as the output:
 `PYTHONPATH=<checkout>/src python tests/data/store_v4/make_store_v4.py tests/data/store_v4`, then, for
 each run id printed, `specfrontier report RUN --store store_v4.db --format json > report-RUN.json` with
-the same checkout. tests/unit/store/test_store_migration.py checks that today's tool reports the same.
+the same checkout, and for the hand-made run also with `--slo ttft_p90_ms=40,tpot_p99_ms=9.5` into
+`slo-RUN.json`. tests/unit/store/test_store_migration.py checks that today's tool reports the same.
 
 Two runs: a simulated sweep in virtual time (2 settings x C 1, 4 x 2 repeats), and a hand-made run
 whose requests carry what the simulator's do not: output texts on a greedy workload (one setting

@@ -130,3 +130,17 @@ def test_a_blob_of_another_format_is_refused() -> None:
     raw = zlib.decompress(pack({"x": np.array([1], dtype=np.int64)})).replace(b'"format":1', b'"format":9')
     with pytest.raises(ValueError, match="request blob format 9"):
         unpack(zlib.compress(raw))
+
+
+def test_timing_records_keep_what_goodput_reads_and_give_the_same_goodput() -> None:
+    from specfrontier.metrics.slo import parse_slo, window_goodput
+
+    rng = np.random.default_rng(11)
+    requests = [_streamed(rng, i, 16 + i, f"t{i}") for i in range(30)] + _odd_requests()
+    timing = heads_of(requests).timing_records()
+    assert all(t.chunk_ns == () and t.output_text == "" for t in timing)
+    assert [(t.send_ns, t.first_token_ns, t.end_ns, t.completion_tokens, t.error) for t in timing] == [
+        (r.send_ns, r.first_token_ns, r.end_ns, r.completion_tokens, r.error) for r in requests
+    ]
+    slos = parse_slo("ttft_p90_ms=42,tpot_p99_ms=7.1,e2e_p50_ms=300")
+    assert window_goodput(timing, slos) == window_goodput(requests, slos)

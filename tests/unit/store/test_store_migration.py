@@ -54,6 +54,20 @@ def test_an_old_store_reports_the_figures_its_own_version_reported(
     assert _version(old_store) == 4  # reading never changes the file
 
 
+def test_an_old_store_reports_the_same_goodput_under_slos(
+    old_store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Goodput is computed from the requests' times and counts (their head blob, or the old rows)."""
+    (expected_file,) = DATA.glob("slo-*.json")
+    run = expected_file.stem.removeprefix("slo-")
+    code, out, err = run_cli(
+        monkeypatch, capsys, "report", run, "--store", str(old_store), "--format", "json",
+        "--slo", "ttft_p90_ms=40,tpot_p99_ms=9.5",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out) == json.loads(expected_file.read_text())
+
+
 def test_opening_an_old_store_to_write_migrates_it_and_keeps_its_runs(
     old_store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
