@@ -6,8 +6,8 @@ aggregate tok/s has a relative MAD above 10%: MAD, unlike the range, is not move
 repeat. Acceptance is
 pooled over repeats: counts are summed first, then divided, so a short repeat does not weigh as much
 as a long one. Each repeat's window figures, time slices and latency spikes are the digest stored with it
-(`specfrontier.metrics.digest`, computed from its requests when it was recorded); its requests are read
-only for goodput under SLOs given at report time.
+(`specfrontier.metrics.digest`, computed from its requests when it was recorded); goodput under SLOs
+given at report time reads the requests' times and counts only (a stored cell's head blob).
 """
 
 from __future__ import annotations
