@@ -244,8 +244,11 @@ class RaySweep(Sweep):
         if (key if rate is None else (key[0], key[1], rate, key[3])) in done:
             return  # a late copy of a stored cell (its task was presumed lost): each cell is stored once
         level = cell["concurrency"] if rate is None else None
-        digest = try_digest(cell["requests"], level)  # computed once: for the store and the progress line
-        self.store.record_cell(run_id, **cell, digest=digest)
+        fields = dict(cell)
+        # The worker computed the cell's figures on its node (`MeasuredCell.store`); computed here only if
+        # it could not: once, for the store and the progress line.
+        digest = fields.pop("digest", None) or try_digest(cell["requests"], level)
+        self.store.record_cell(run_id, **fields, digest=digest)
         if self.events.on_cell_done:
             metrics = digest.metrics if digest is not None else cell_metrics(cell["requests"], level)
             self.events.on_cell_done(
