@@ -48,7 +48,11 @@ IntArray = npt.NDArray[np.int64]
 
 def text_hash(text: str) -> bytes:
     """The 8-byte BLAKE2b digest of an output text: equal texts, equal hashes (collisions: ~2**-64)."""
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=TEXT_HASH_BYTES).digest()
+    return _hash(text.encode("utf-8"))
+
+
+def _hash(utf8: bytes) -> bytes:
+    return hashlib.blake2b(utf8, digest_size=TEXT_HASH_BYTES).digest()
 
 
 # -- columns -> blob -------------------------------------------------------------------------------
@@ -153,7 +157,26 @@ class EncodedCell:
         return (("head", self.head), ("chunks", self.chunks), ("text", self.text))
 
 
-def _head_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class _Texts:
+    """A cell's output texts, UTF-8 encoded once for the head (lengths, hashes) and the text blob."""
+
+    lengths: IntArray
+    hashes: np.ndarray
+    """8 bytes per text, one byte per value: hashes do not compress, and shuffling them would not help."""
+    data: np.ndarray
+
+    @classmethod
+    def of(cls, requests: Sequence[RequestRecord]) -> _Texts:
+        encoded = [r.output_text.encode("utf-8") for r in requests]
+        return cls(
+            np.array([len(b) for b in encoded], dtype=np.int64),
+            np.frombuffer(b"".join(_hash(b) for b in encoded), dtype=np.uint8),
+            np.frombuffer(b"".join(encoded), dtype=np.uint8),
+        )
+
+
+def _head_columns(requests: Sequence[RequestRecord], texts: _Texts) -> dict[str, np.ndarray]:
     """The per-request columns of a cell (times as deltas from the send, sends as deltas from the last)."""
     send = np.array([r.send_ns for r in requests], dtype=np.int64)
     first, has_first = _optional(r.first_token_ns for r in requests)
@@ -165,8 +188,6 @@ def _head_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
     prompt_len, prompt_bytes = _strings(r.prompt_id for r in requests)
     reason_len, reason_bytes = _strings(r.finish_reason for r in requests)
     error_len, error_bytes = _strings(r.error for r in requests)
-    # One byte per value: hashes do not compress, and shuffling them would not help.
-    hashes = np.frombuffer(b"".join(text_hash(r.output_text) for r in requests), dtype=np.uint8)
     return {
         "send_delta": np.diff(send, prepend=np.int64(0)),
         "first_after_send": np.where(has_first, first - send, 0),
@@ -191,16 +212,16 @@ def _head_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
         "reason_bytes": reason_bytes,
         "error_len": error_len,
         "error_bytes": error_bytes,
-        "text_len": np.array([len(r.output_text.encode("utf-8")) for r in requests], dtype=np.int64),
-        "text_hash": hashes,
+        "text_len": texts.lengths,
+        "text_hash": texts.hashes,
     }
 
 
 def encode_requests(requests: Sequence[RequestRecord]) -> EncodedCell:
     """The three blobs of a cell's requests; `decode_requests` gives back equal records."""
     chunks = pack({"chunk_delta": _chunk_deltas(requests), "chunk_tokens": _chunk_token_values(requests)})
-    _, text_bytes = _strings(r.output_text for r in requests)
-    return EncodedCell(len(requests), pack(_head_columns(requests)), chunks, pack({"text_bytes": text_bytes}))
+    texts = _Texts.of(requests)
+    return EncodedCell(len(requests), pack(_head_columns(requests, texts)), chunks, pack({"text_bytes": texts.data}))
 
 
 def _chunk_deltas(requests: Sequence[RequestRecord]) -> IntArray:
@@ -247,6 +268,16 @@ class RequestHeads:
         """The requests with their times, counts, finish reason and error, but WITHOUT chunk times and
         output texts (empty): for readers of per-request latencies and counts only (goodput under SLOs),
         which then read a cell's head blob instead of all of it."""
+        count = len(self)
+        return self.records(((),) * count, (None,) * count, ("",) * count)
+
+    def records(
+        self,
+        chunk_ns: Sequence[tuple[int, ...]],
+        chunk_tokens: Sequence[tuple[int, ...] | None],
+        texts: Sequence[str],
+    ) -> tuple[RequestRecord, ...]:
+        """The requests of these heads with the given chunks and texts, one per request."""
         send, end = self.send_ns.tolist(), self.end_ns.tolist()
         return tuple(
             RequestRecord(
@@ -254,13 +285,16 @@ class RequestHeads:
                 send_ns=send[i],
                 end_ns=end[i],
                 first_token_ns=self.first_token_ns[i],
+                chunk_ns=chunk_ns[i],
+                chunk_tokens=chunk_tokens[i],
                 prompt_tokens=self.prompt_tokens[i],
                 completion_tokens=self.completion_tokens[i],
                 spec=self.spec[i],
                 finish_reason=self.finish_reasons[i],
+                output_text=texts[i],
                 error=self.errors[i],
             )
-            for i in range(len(self.prompt_ids))
+            for i in range(len(self))
         )
 
 
@@ -275,7 +309,7 @@ def decode_heads(blob: bytes) -> RequestHeads:
 
 def heads_of(requests: Sequence[RequestRecord]) -> RequestHeads:
     """The heads of records in memory (what `decode_heads` gives for their stored cell)."""
-    return _heads(_head_columns(requests))
+    return _heads(_head_columns(requests, _Texts.of(requests)))
 
 
 def _heads(c: dict[str, np.ndarray]) -> RequestHeads:
@@ -329,37 +363,22 @@ def decode_requests(head: bytes, chunks: bytes, text: bytes) -> tuple[RequestRec
     running = np.cumsum(deltas)
     starts = ends - counts
     offsets = np.where(starts > 0, running[np.maximum(starts - 1, 0)] if running.size else 0, 0)
-    token_counts = heads.chunk_token_counts
+    token_counts = heads.chunk_token_counts.tolist()
     token_values = columns["chunk_tokens"].tolist()
     token_at = 0
-    out = []
     send = heads.send_ns.tolist()
-    end = heads.end_ns.tolist()
+    chunk_ns: list[tuple[int, ...]] = []
+    chunk_tokens: list[tuple[int, ...] | None] = []
     for i in range(len(heads)):
         lo, hi = int(starts[i]), int(ends[i])
-        chunk_ns = tuple((running[lo:hi] - offsets[i] + send[i]).tolist()) if hi > lo else ()
-        n_tokens = int(token_counts[i])
-        chunk_tokens = None
-        if n_tokens != _MISSING:
-            chunk_tokens = tuple(token_values[token_at : token_at + n_tokens])
-            token_at += n_tokens
-        out.append(
-            RequestRecord(
-                prompt_id=heads.prompt_ids[i],
-                send_ns=send[i],
-                end_ns=end[i],
-                first_token_ns=heads.first_token_ns[i],
-                chunk_ns=chunk_ns,
-                chunk_tokens=chunk_tokens,
-                prompt_tokens=heads.prompt_tokens[i],
-                completion_tokens=heads.completion_tokens[i],
-                spec=heads.spec[i],
-                finish_reason=heads.finish_reasons[i],
-                output_text=texts[i],
-                error=heads.errors[i],
-            )
-        )
-    return tuple(out)
+        chunk_ns.append(tuple((running[lo:hi] - offsets[i] + send[i]).tolist()) if hi > lo else ())
+        n_tokens = token_counts[i]
+        if n_tokens == _MISSING:
+            chunk_tokens.append(None)
+            continue
+        chunk_tokens.append(tuple(token_values[token_at : token_at + n_tokens]))
+        token_at += n_tokens
+    return heads.records(chunk_ns, chunk_tokens, texts)
 
 
 __all__ = [
