@@ -12,6 +12,7 @@ are computed again from the stored requests (they always remain).
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -64,7 +65,22 @@ def _flat(item: CellMetrics | TimeSlice | Spike) -> dict[str, Any]:
     return {f.name: getattr(item, f.name) for f in fields(item)}
 
 
-def digest_to_json(digest: CellDigest) -> str:
+def pack_digest(digest: CellDigest) -> bytes:
+    """A digest as the store keeps it: zlib-compressed JSON (`unpack_digest` reads it back)."""
+    return zlib.compress(_to_json(digest).encode())
+
+
+def unpack_digest(packed: bytes) -> CellDigest | None:
+    """A stored digest, or None when it cannot be read (a damaged blob) or was computed by other
+    definitions: a digest is a cache of figures the cell's requests still hold, so readers then compute
+    them again."""
+    try:
+        return _from_json(zlib.decompress(packed).decode())
+    except (zlib.error, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _to_json(digest: CellDigest) -> str:
     return json.dumps(
         {
             "version": DIGEST_VERSION,
@@ -81,8 +97,8 @@ def _matches(cls: type, values: dict[str, Any]) -> bool:
     return {f.name for f in fields(cls)} == set(values)
 
 
-def digest_from_json(text: str) -> CellDigest | None:
-    """The stored digest, or None when it was computed by other definitions (then recompute it)."""
+def _from_json(text: str) -> CellDigest | None:
+    """The digest in `text`, or None when it was computed by other definitions (then recompute it)."""
     data = json.loads(text)
     if data.get("version") != DIGEST_VERSION or not _matches(CellMetrics, data["metrics"]):
         return None
@@ -96,4 +112,4 @@ def digest_from_json(text: str) -> CellDigest | None:
     )
 
 
-__all__ = ["DIGEST_VERSION", "CellDigest", "digest_from_json", "digest_requests", "digest_to_json", "try_digest"]
+__all__ = ["DIGEST_VERSION", "CellDigest", "digest_requests", "pack_digest", "try_digest", "unpack_digest"]

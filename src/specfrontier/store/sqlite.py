@@ -38,6 +38,10 @@ if TYPE_CHECKING:  # numpy and the metrics come with these: imported where cells
     from specfrontier.store.cell_requests import CellRequests
     from specfrontier.store.codec import EncodedCell, RequestHeads
 
+_DAMAGED_FIX = (
+    "fix: the store file is damaged: restore it from a copy (a stored cell is not measured again by --resume)"
+)
+
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 _T = TypeVar("_T")
 
@@ -540,9 +544,9 @@ class Store:
         """`record_cell` for requests already encoded (`store.codec.encode_requests`), with their digest
         (None: none could be computed): what a worker process that simulated the cell sends back, a few
         compressed kilobytes instead of every record."""
-        from specfrontier.metrics.digest import digest_to_json
+        from specfrontier.metrics.digest import pack_digest
 
-        packed = zlib.compress(digest_to_json(digest).encode()) if digest is not None else None
+        packed = pack_digest(digest) if digest is not None else None
         with self._transaction() as db:
             cur = db.execute(
                 "INSERT INTO cell(run_id, setting_id, workload, concurrency, repeat, finished_at, draft_tokens, "
@@ -598,7 +602,7 @@ class Store:
     def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
         """The run's cells (only one setting's when `setting_id` is given), each with its stored digest
         and its requests as a `CellRequests`, read from the store only when first used."""
-        from specfrontier.metrics.digest import digest_from_json
+        from specfrontier.metrics.digest import unpack_digest
 
         args = (run_id, setting_id, setting_id)
         cell_rows = self._db.execute(
@@ -618,7 +622,7 @@ class Store:
                 "WHERE cell.run_id=? AND (? IS NULL OR cell.setting_id=?)",
                 args,
             ):
-                digests[int(r[0])] = _unpacked_digest(r[1], digest_from_json)
+                digests[int(r[0])] = unpack_digest(r[1])
         legacy = self._legacy_counts(args) if any(int(r["cell_id"]) not in blobs for r in cell_rows) else {}
         out = []
         for r in cell_rows:
@@ -631,7 +635,11 @@ class Store:
                     r["verify_steps"],
                     tuple(json.loads(r["accepted_per_position_json"] or "[]")),
                 )
-            requests = self._stored_requests(cell_id, blobs[cell_id]) if cell_id in blobs else None
+            requests = (
+                self._stored_requests(cell_id, blobs[cell_id])
+                if cell_id in blobs
+                else self._legacy_requests(cell_id, legacy.get(cell_id, 0))
+            )
             out.append(
                 CellRow(
                     cell_id,
@@ -641,7 +649,7 @@ class Store:
                     int(r["repeat"]),
                     counters,
                     r["acceptance_source"],
-                    requests or self._legacy_requests(cell_id, legacy.get(cell_id, 0)),
+                    requests,
                     r["load_mode"],
                     r["request_rate"],
                     json.loads(r["load_json"]) if r["load_json"] else None,
@@ -658,9 +666,7 @@ class Store:
             ).fetchone()
         if row is None:
             raise StoreError(
-                f"store = {str(self.path)!r}: cell {cell_id} has no {part!r} part of its requests; "
-                "fix: the store file is damaged: restore it from a copy "
-                "(a stored cell is not measured again by --resume)"
+                f"store = {str(self.path)!r}: cell {cell_id} has no {part!r} part of its requests; {_DAMAGED_FIX}"
             )
         return bytes(row[0])
 
@@ -676,8 +682,7 @@ class Store:
                 except (zlib.error, ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError) as exc:
                     raise StoreError(
                         f"store = {str(self.path)!r}: cell {cell_id}: its stored requests cannot be decoded "
-                        f"({type(exc).__name__}: {exc}); fix: the store file is damaged: restore it from a copy "
-                        "(a stored cell is not measured again by --resume)"
+                        f"({type(exc).__name__}: {exc}); {_DAMAGED_FIX}"
                     ) from exc
 
             return run
@@ -755,15 +760,6 @@ class Store:
             )
             for r in rows
         ]
-
-
-def _unpacked_digest(packed: bytes, parse: Callable[[str], CellDigest | None]) -> CellDigest | None:
-    """A stored digest, or None when it cannot be read (a damaged blob): a digest is a cache of figures
-    the cell's requests still hold, so its readers then compute them again."""
-    try:
-        return parse(zlib.decompress(packed).decode())
-    except (zlib.error, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _record_from_row(r: sqlite3.Row) -> RequestRecord:
