@@ -69,7 +69,10 @@ class SearchPlanner:
 
     def _over_budget(self, obs: Observations, setting: EngineSetting) -> str | None:
         search = self.config.search
-        if search.max_launches is not None and obs.launches >= search.max_launches:
+        # Launched: as stored, and every setting this planner has handed out, which may not have reported
+        # its start yet (settings measured side by side on Ray are asked for before their workers write).
+        launched = {name for name, status in obs.status.items() if status in LAUNCHED} | self.yielded
+        if search.max_launches is not None and len(launched) >= search.max_launches:
             return (
                 f"budget: search.max_launches = {search.max_launches} launches used; "
                 f"{setting.name} (next: {self.strategy.name}) not launched"

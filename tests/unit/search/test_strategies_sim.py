@@ -194,3 +194,20 @@ def test_guided_falls_back_to_neighbours_when_the_model_cannot_be_fitted(
     assert "neighbour of the measured best steps2 at C=1" in sweep.planner.trace[2]
     stop = sweep.planner.stop_reason or ""
     assert stop.startswith("confirmed within the noise at C=1: steps3") and "could not be fitted" in stop
+
+
+def test_budget_counts_settings_handed_out_before_they_report_their_start(tmp_path: Path) -> None:
+    """Settings measured side by side (Ray) are asked for before their workers mark them running: the
+    planner counts what it has handed out, so asking again and again never exceeds max_launches."""
+    from specfrontier.search.planner import SearchPlanner
+
+    config = _config(SearchConfig(max_launches=2))
+    sweep = VirtualSweep(config)
+    sweep.attach(Store(tmp_path / "s.db"))
+    run_id = sweep.new_run()
+    planner = SearchPlanner(config, sweep.store, run_id)
+    handed_out = []
+    while (setting := planner.next_setting()) is not None:  # nothing is launched: no status is written
+        handed_out.append(setting.name)
+    assert handed_out == ["no-spec", "steps1"]
+    assert (planner.stop_reason or "").startswith("budget: search.max_launches = 2 launches used; steps2")
