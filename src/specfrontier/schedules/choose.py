@@ -4,7 +4,8 @@ From a stored run (closed loop), per measured concurrency C, the best of the no-
 (depth 0) and the chain settings of one depth ladder (`search.ladder`: settings that differ only in
 their depth, because an engine's schedule switches the depth and nothing else). Per level the
 objective is aggregate tok/s, the median over repeats (at C = 1 it is the one user's speed). A win
-over the baseline inside the spread of repeats goes to the baseline, as in `analysis.decisions`.
+inside the spread of repeats goes to the cheapest setting tied with it (the baseline, else the shallower
+chain), by the report's own tie rule and cost order (`analysis.decisions`), so both name the same setting.
 
 Batch size vs concurrency: in a closed loop with C <= the server's capacity, the running batch is C;
 the schedule is keyed by it. A batch size between two measured levels gets the lower level's choice
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from specfrontier.analysis.decisions import figures_separated, setting_cost
 from specfrontier.analysis.summary import CellSummary, RunData
 from specfrontier.engines.base import EngineSetting
 from specfrontier.engines.registry import spec
@@ -42,7 +44,7 @@ class LevelChoice:
     depth: int
     aggregate_tok_s: float
     beyond_spread: bool
-    """The winner's lowest repeat is above the runner-up's highest repeat."""
+    """The winner is separated from every other candidate (`analysis.decisions.figures_separated`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,7 @@ def depth_schedule(data: RunData) -> DepthSchedule:
     candidates = dict(chains)
     if baseline is not None:
         candidates[baseline] = settings[baseline]
-    levels = [_choose(data, int(c), candidates, baseline) for c in data.concurrency_levels]
+    levels = [_choose(data, int(c), candidates) for c in data.concurrency_levels]
     choices = [lv for lv in levels if lv is not None]
     template = max(chains.values(), key=lambda s: depth_of(s) or 0)
     return DepthSchedule(tuple(choices), _merge(choices), template, tuple(left_out))
@@ -136,21 +138,26 @@ def _winning_family(data: RunData, chains: dict[str, EngineSetting]) -> str:
     return max(wins, key=lambda k: (wins[k], -first[k]))
 
 
-def _choose(data: RunData, c: int, candidates: dict[str, EngineSetting], baseline: str | None) -> LevelChoice | None:
+def _choose(data: RunData, c: int, candidates: dict[str, EngineSetting]) -> LevelChoice | None:
+    """The best candidate at C after the report's tie rule (`analysis.decisions`): every candidate whose
+    figures are not separated from the top one's is tied with it, and a tie goes to the cheapest tied
+    setting (no speculation < a shallower chain < a deeper one), so the schedule and the report agree."""
     ranked = sorted(
         (n for n in candidates if _median(data.cell(n, c)) is not None), key=lambda n: -(_median(data.cell(n, c)) or 0)
     )
     if not ranked:
         return None
-    top = ranked[0]
-    cell = data.cell(top, c)
+    top_cell = data.cell(ranked[0], c)
+    assert top_cell is not None
+    tied = [n for n in ranked[1:] if not _separated_from(top_cell, data.cell(n, c))]
+    pick = min([ranked[0], *tied], key=lambda n: (setting_cost(data, n), ranked.index(n)))
+    cell = data.cell(pick, c)
     assert cell is not None
-    runner = data.cell(ranked[1], c) if len(ranked) > 1 else None
-    beyond = runner is None or (cell.aggregate_tok_s.low or 0.0) > (runner.aggregate_tok_s.high or 0.0)
-    base = data.cell(baseline, c) if baseline is not None else None
-    if base is not None and top != baseline and (cell.aggregate_tok_s.low or 0.0) <= (base.aggregate_tok_s.high or 0.0):
-        top, cell, beyond = baseline or top, base, False  # a win within the noise is not worth speculating for
-    return LevelChoice(c, top, depth_of(candidates[top]) or 0, cell.aggregate_tok_s.median or 0.0, beyond)
+    return LevelChoice(c, pick, depth_of(candidates[pick]) or 0, cell.aggregate_tok_s.median or 0.0, not tied)
+
+
+def _separated_from(top: CellSummary, other: CellSummary | None) -> bool:
+    return other is not None and figures_separated(top.aggregate_tok_s, other.aggregate_tok_s)
 
 
 def _merge(levels: list[LevelChoice]) -> tuple[ScheduleEntry, ...]:

@@ -184,3 +184,47 @@ def test_cli_writes_the_engine_file(
     assert sglang_slot_for_batch(written, 1) == [depth_schedule(seed_run).levels[0].depth]
     printed = capsys.readouterr().out
     assert "--speculative-adaptive-config" in printed and "Static best per workload" in printed
+
+
+def _chain_run(tmp_path: Path, aggs: dict[str, list[int]]) -> RunData:
+    """A hand-made SGLang run at C=1: per repeat one request of `agg` tokens in one second (exactly `agg` tok/s)."""
+    from builders import record_ms
+
+    store = Store(tmp_path / "ties.db")
+    run_id = store.create_run(engine="sglang", config={}, environment={})
+    for pos, (name, reps) in enumerate(aggs.items()):
+        steps = int(name.removeprefix("steps")) if name != "no-spec" else None
+        params = {} if steps is None else {"algorithm": "EAGLE3", "num_steps": steps, "eagle_topk": 1}
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=params, speculative=bool(params))
+        store.update_setting(run_id, name, status="ok", command=("python", "-m", "sglang.launch_server"))
+        for rep, agg in enumerate(reps):
+            store.record_cell(
+                run_id,
+                setting_id=name,
+                workload="w",
+                concurrency=1,
+                repeat=rep,
+                requests=[record_ms(0, 100, 1000, agg)],
+                counters=None,
+                acceptance_source=None,
+            )
+    data = load_run(store, run_id)
+    store.close()
+    return data
+
+
+def test_a_tie_between_depths_goes_to_the_shallower_one_as_in_the_report(tmp_path: Path) -> None:
+    from specfrontier.analysis.decisions import recommended_per_concurrency
+
+    # steps4 is the top median, but steps2's repeats overlap it: a tie; the baseline is clear of both.
+    data = _chain_run(tmp_path, {"no-spec": [100, 101, 102], "steps2": [120, 121, 123], "steps4": [121, 122, 124]})
+    (level,) = depth_schedule(data).levels
+    assert (level.setting, level.depth, level.beyond_spread) == ("steps2", 2, False)
+    (report_choice,) = recommended_per_concurrency(data)
+    assert report_choice.setting == level.setting
+
+
+def test_a_depth_separated_from_every_other_is_chosen_beyond_the_spread(tmp_path: Path) -> None:
+    data = _chain_run(tmp_path, {"no-spec": [100, 101, 102], "steps2": [110, 111, 112], "steps4": [121, 122, 124]})
+    (level,) = depth_schedule(data).levels
+    assert (level.setting, level.depth, level.beyond_spread) == ("steps4", 4, True)
