@@ -217,7 +217,8 @@ def recommend(data: RunData) -> list[Recommendation]:
             note = "no speculative setting beat the no-speculation baseline beyond the spread of repeats"
             solid = True
         elif speedups:
-            note = f"{min(speedups):.2f}x-{max(speedups):.2f}x the baseline's aggregate tok/s"
+            low, high = f"{min(speedups):.2f}x", f"{max(speedups):.2f}x"
+            note = f"{low if low == high else f'{low}-{high}'} the baseline's aggregate tok/s"
         else:
             note = "no baseline measured at these levels"
         if not solid:
