@@ -42,7 +42,8 @@ def planned_cells(config: TuneConfig, store: Store | None = None, run_id: str | 
     """Cells (setting x repeat x level) the sweep will measure: all of them, less those already stored."""
     levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)
     workloads = max(len(config.workloads), 1)  # `workloads:` measures each in its own cells
-    total = len(config.all_settings()) * config.repeats * levels * workloads
+    settings = len(config.all_settings()) + (1 if config.verify_schedule else 0)  # + the measured schedule
+    total = settings * config.repeats * levels * workloads
     if store is not None and run_id is not None:
         total -= len(store.done_cells(run_id)) + len(store.done_open_cells(run_id))
     return max(total, 0)

@@ -135,3 +135,11 @@ def test_planned_cells_subtracts_what_a_resumed_run_already_stored(tmp_path: Pat
     )  # fmt: skip
     assert planned_cells(config, store, run_id) == 11
     store.close()
+
+
+def test_planned_cells_count_the_schedule_that_verify_schedule_measures_after_the_search() -> None:
+    ladder = [{"name": "no-spec"}, *({"name": f"s{d}", "algorithm": "EAGLE3", "num_steps": d} for d in (1, 2, 3))]
+    data = {"engine": {"name": "sim"}, "concurrency": [1, 4, 16], "repeats": 1, "settings": ladder}
+    without = planned_cells(parse_config(data, source="test"))
+    with_schedule = planned_cells(parse_config({**data, "verify_schedule": True}, source="test"))
+    assert (without, with_schedule) == (4 * 3, 5 * 3)  # '[13/12 cells]' before: the schedule was not planned
