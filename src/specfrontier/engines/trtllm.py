@@ -155,6 +155,11 @@ class TrtllmSetting(EngineSetting):
 
     ladder_family: ClassVar[str] = "trtllm"
     max_depth: ClassVar[int] = 8
+    space_labels: ClassVar[Mapping[str, str]] = {
+        "max_draft_len": "k",
+        "max_matching_ngram_size": "n",
+        "max_batch_size": "bs",
+    }
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
     decoding_type: DecodingType | None = Field(
