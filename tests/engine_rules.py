@@ -99,3 +99,50 @@ def sglang_dflash(
     tokens = block_size if block_size is not None else num_draft_tokens
     if window is not None and tokens is not None and window < tokens:
         raise ValueError("--speculative-draft-window-size must be >= --speculative-num-draft-tokens")
+
+
+TRTLLM = "TensorRT-LLM tensorrt_llm/llmapi/llm_args.py @0004396"
+
+
+def trtllm_eagle_config(
+    max_draft_len: int,
+    eagle_choices: list[list[int]] | None = None,
+    use_dynamic_tree: bool | None = None,
+    dynamic_tree_max_topK: int | None = None,
+    max_total_draft_tokens: int | None = None,
+) -> tuple[int, int]:
+    """`EagleDecodingConfig.validate_eagle_config` and `check_eagle_choices` step by step, returning (max_draft_len,
+    max_total_draft_tokens) as TensorRT-LLM runs them: ValueError / AssertionError where it raises, Rewritten
+    where it logs a warning and changes or ignores a value. specfrontier writes `use_dynamic_tree` only when set
+    (its default is False)."""
+    dynamic = bool(use_dynamic_tree)
+    if eagle_choices is not None:
+        if dynamic:
+            raise ValueError("If eagle_choices is provided, use_dynamic_tree should be False")
+        unique = sorted({tuple(c) for c in eagle_choices}, key=lambda c: (len(c), c))
+        for choice in unique:  # check_eagle_choices: connectivity
+            if len(choice) > 1 and choice[:-1] not in unique:
+                raise AssertionError(f"Error: choice {list(choice)} is not connected")
+        depth = max(len(c) for c in unique)
+        if depth != max_draft_len:
+            raise Rewritten(f"max_draft_len -> {depth}")  # "Based on the input choices, reset ..."
+        if max_total_draft_tokens is not None and max_total_draft_tokens != len(unique):
+            raise Rewritten(f"max_total_draft_tokens -> {len(unique)}")  # set to len(eagle_choices) silently
+        max_total_draft_tokens = len(unique)
+    if not dynamic and dynamic_tree_max_topK is not None:
+        raise Rewritten("dynamic_tree_max_topK ignored")  # "... use_dynamic_tree is False; ignoring ..."
+    if dynamic:
+        if dynamic_tree_max_topK is None or dynamic_tree_max_topK <= 0:
+            raise ValueError("dynamic_tree_max_topK should be provided")
+        top = dynamic_tree_max_topK * max_draft_len
+        if max_total_draft_tokens is None:
+            max_total_draft_tokens = top  # a warning only: the documented default
+        elif not max_draft_len <= max_total_draft_tokens <= top:
+            raise ValueError(f"max_total_draft_tokens ({max_total_draft_tokens}) must be in [{max_draft_len}, {top}]")
+    if max_total_draft_tokens is None:
+        max_total_draft_tokens = max_draft_len  # "Linear tree"
+    if eagle_choices is None and not dynamic and max_total_draft_tokens != max_draft_len:
+        # is_linear_tree (eagle_choices None, use_dynamic_tree False) while tokens_per_gen_step = 1 + the total:
+        # a chain verifying slots nobody drafts. Not refused by TensorRT-LLM; refused by specfrontier.
+        raise Rewritten("max_total_draft_tokens on a linear tree")
+    return max_draft_len, max_total_draft_tokens
