@@ -251,3 +251,40 @@ def test_bench_refuses_loads_tune_refuses_before_any_traffic(tmp_path: Path, opt
     done = cli("bench", "--url", url, *options, "--store", str(store), cwd=tmp_path)
     assert_one_config_error(done, message, "(tune's limit too); fix: pass")
     assert_nothing_started(tmp_path, store)
+
+
+# -- speculative settings the engine would refuse ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("settings", "space", "parts"),
+    [
+        (
+            [{"name": "b"}, {"name": "t", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 4,
+                             "num_draft_tokens": 38}],
+            None,
+            ["settings[t]: num_draft_tokens = 38 > eagle_topk + (num_steps - 1) * eagle_topk^2 + 1 = 37",
+             "fix: set num_draft_tokens <= 37"],
+        ),
+        (
+            [{"name": "b"}, {"name": "m", "algorithm": "MEDUSA", "num_steps": 2}],
+            None,
+            ["settings[m]: algorithm = 'MEDUSA'", "fix: use one of EAGLE, EAGLE3"],
+        ),
+        (
+            None,
+            {"algorithm": "EAGLE3", "num_steps": 1, "eagle_topk": 2, "num_draft_tokens": [8, 16]},
+            ["space: every one of the 2 combinations is refused by the engine", "fix: widen the lists"],
+        ),
+    ],
+)  # fmt: skip
+def test_a_setting_the_engine_would_refuse_is_refused_before_launch(
+    tmp_path: Path, settings: list[dict[str, Any]] | None, space: dict[str, Any] | None, parts: list[str]
+) -> None:
+    """SGLang's draft-tree bound and algorithm list (docs/config.md), listed or from a `space:`."""
+    store = tmp_path / "s.db"
+    data = sim_config(store, settings=settings or [{"name": "b"}])
+    if space is not None:
+        data.pop("settings")
+        data["space"] = space
+    config = write_config(tmp_path / "c.yaml", data)
+    assert_one_config_error(cli("tune", "--config", str(config), cwd=tmp_path), *parts)
+    assert_nothing_started(tmp_path, store)

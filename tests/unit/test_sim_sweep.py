@@ -87,7 +87,7 @@ def test_seed_default_is_the_seed_grid_extended_to_steps5() -> None:
     ("setting", "message"),
     [
         ({"name": "x", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 6}, "steps + 1"),
-        ({"name": "x", "algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 2, "num_draft_tokens": 9}, "<= 5"),
+        ({"name": "x", "algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 2, "num_draft_tokens": 9}, "<= 7"),
         ({"name": "x", "algorithm": "EAGLE3", "eagle_topk": 2}, "fix: set num_steps"),
         ({"name": "x", "num_steps": 2}, "need a speculative algorithm"),
     ],

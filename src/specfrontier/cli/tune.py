@@ -231,6 +231,18 @@ def _companion(cfg: TuneConfig | None, store: Store, first: RunData, out: Consol
     print_comparison(compare_runs(first, load_run(store, run_id)))
 
 
+def _dry_run(cfg: TuneConfig | None) -> None:
+    """`tune --dry-run`: the settings the config would measure, one line each; nothing launched or stored."""
+    if cfg is None:
+        raise ConfigError(
+            "--dry-run with --resume: a resumed run's config was validated when it started; fix: drop one"
+        )
+    console.print(f"config valid: engine {escape(cfg.engine.name)}, {len(cfg.all_settings())} setting(s):")
+    for setting in cfg.all_settings():
+        params = ", ".join(f"{k}={v}" for k, v in setting.parameters().items()) or "no speculation"
+        console.print(f"  {escape(setting.name)}: {escape(params)}")
+
+
 @app.command()
 def tune(
     config: Annotated[
@@ -272,6 +284,12 @@ def tune(
     address: Annotated[
         str | None, typer.Option("--address", help="With --executor ray: the cluster to join (unset: a local Ray).")
     ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Validate the config (its space: expanded) and list the settings; launch nothing."
+        ),
+    ] = False,
 ) -> None:
     """Launch the engine per setting, measure every concurrency level, store, and report."""
     import asyncio  # here, like every import a command runs: `--help` and `runs` start without it
@@ -287,6 +305,11 @@ def tune(
 
     slos = parse_slo(slo)  # before any server is launched
     cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
+    if cfg is not None and cfg.space_summary and not quiet:
+        _say(escape(cfg.space_summary))
+    if dry_run:
+        _dry_run(cfg)
+        return
     if cfg is None:
         refuse_on_resume(search, max_launches, max_engine_s)
         if executor is not None or address is not None:

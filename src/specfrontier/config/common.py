@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.config.search import SearchConfig
@@ -49,6 +49,18 @@ def check_extra_args(args: tuple[str, ...], where: str) -> None:
             f"{where}.extra_args: {arg}: specfrontier launches every server on 127.0.0.1 and a free port of "
             f"its own; fix: remove {arg}{value}"
         )
+
+
+class SettingRefused(ValueError):
+    """A setting its engine would refuse (or silently rewrite), raised by the engine's setting validator.
+
+    `rule` is the rule broken in general terms, the same text for every setting that breaks it (the
+    message itself names this setting's values and the fix), so a `space:` can report its pruned
+    combinations grouped by rule, once each."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
 
 
 class _LaunchArgs(_Strict):
@@ -169,6 +181,14 @@ class TuneBase(_Strict):
         settings: tuple[EngineSetting, ...]
 
     baseline_hint: ClassVar[str] = "add a setting without speculation"
+    _space_summary: str | None = PrivateAttr(None)
+    """What the config's `space:` expanded to (`config.space`), set by `config.load.parse_config`."""
+
+    @property
+    def space_summary(self) -> str | None:
+        """One line: the settings a `space:` gave, the combinations pruned and collapsed and why (None:
+        the config declared no space)."""
+        return self._space_summary
 
     concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] = Field(
         (1, 2, 4), min_length=1, description="Closed-loop client concurrency levels."
@@ -359,6 +379,7 @@ __all__ = [
     "LISTEN_FLAGS",
     "ExecutorConfig",
     "LoadConfig",
+    "SettingRefused",
     "TuneBase",
     "WorkloadConfig",
     "WorkloadSpec",

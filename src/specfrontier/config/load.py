@@ -14,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from specfrontier.config.common import TuneBase, describe_validation_error
+from specfrontier.config.space import expand_space
 from specfrontier.engines import registry
 from specfrontier.errors import ConfigError
 from specfrontier.textfiles import read_text_utf8
@@ -22,17 +23,30 @@ TuneConfig = TuneBase
 
 
 def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
-    """Validate a config mapping; `engine.name` picks the engine (none: the default engine); a missing
-    `settings` key means that engine's default settings."""
+    """Validate a config mapping; `engine.name` picks the engine (none: the default engine); a `space:`
+    expands into settings (`config.space`), after any listed ones; with neither, that engine's default
+    settings."""
     engine = data.get("engine")
     name = engine.get("name") if isinstance(engine, dict) else None
     spec = registry.default_spec() if name is None else registry.spec(str(name), where=f"{source}: engine.name")
-    if "settings" not in data:
+    expansion = None
+    if "space" in data:
+        data = dict(data)
+        listed = data.get("settings") or []
+        try:
+            expansion = expand_space(data.pop("space"), spec.setting, listed if isinstance(listed, list) else [])
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {exc}") from exc
+        data["settings"] = [*listed, *expansion.settings] if isinstance(listed, list) else listed
+    elif "settings" not in data:
         data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in spec.default_settings()]}
     try:
-        return spec.config.model_validate(data)
+        config = spec.config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, source)) from exc
+    if expansion is not None:
+        config._space_summary = expansion.summary()
+    return config
 
 
 def default_config() -> TuneConfig:

@@ -90,9 +90,20 @@ class EngineSetting(_LaunchArgs):
     depth_followers: ClassVar[tuple[str, ...]] = ()
     """Fields whose value follows the depth (a chain's verified tokens): not part of a ladder's identity."""
 
+    space_labels: ClassVar[Mapping[str, str]] = {}
+    """Short labels of numeric knobs in the names a config's `space:` generates (`num_steps` -> `s`, so
+    `s3`); a knob without one is spelled by its field name, a text value stands alone (`eagle3`)."""
+
     if TYPE_CHECKING:  # declared by each subclass, in its own field order (stored parameters keep it)
         name: str
         extra_args: tuple[str, ...]
+
+    @classmethod
+    def space_point(cls, values: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """One combination of a config's `space:` as the engine would run it, and the engine's rule when it
+        rewrote something, so combinations the engine runs identically collapse into one setting
+        (`config.space`). Unchanged by default."""
+        return values, None
 
     def _args_where(self) -> str:
         return f"settings[{self.name}]"

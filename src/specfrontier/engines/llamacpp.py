@@ -60,6 +60,15 @@ class LlamaCppSetting(EngineSetting):
 
     ladder_family: ClassVar[str] = "llamacpp"
     max_depth: ClassVar[int] = 32
+    space_labels: ClassVar[Mapping[str, str]] = {
+        "draft_n_max": "d",
+        "draft_n_min": "nmin",
+        "draft_p_min": "p",
+        "ngram_size_n": "n",
+        "ngram_size_m": "m",
+        "ngram_min_hits": "hits",
+        "slots": "np",
+    }
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
     spec_type: SpecType = Field("none", description="llama-server --spec-type (none = no speculation).")

@@ -1,10 +1,11 @@
 """SGLang: settings, engine options and the adapter (the simulator's HTTP face reuses the adapter,
 see `engines/sim.py`).
 
-The setting constraints are SGLang's own (shared/reference/engines.md 1.3), checked before anything
-launches: with `eagle_topk == 1` SGLang silently rewrites `num_draft_tokens` to `num_steps + 1`, and
-`num_draft_tokens` can never exceed `num_steps * eagle_topk + 1` (the draft tree has no more nodes);
-we refuse such settings instead of letting the server change them behind the user's back.
+The setting constraints are SGLang's own (`engines/sglang_rules.py`, read at the source of sglang
+0.5.23), checked before anything launches: the tree bound `num_draft_tokens <= eagle_topk + (num_steps -
+1) * eagle_topk^2 + 1`, the topk-1 rewrite (refused rather than letting the server change a setting behind
+the user's back), the algorithm list (probed from the installed server's `--help`), NGRAM's and DFLASH's
+own knobs.
 
 Facts the adapter relies on (SGLang 0.5.23):
 - settings are `--speculative-algorithm/-num-steps/-eagle-topk/-num-draft-tokens` and
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import aiohttp
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from specfrontier.config.common import TuneBase
 from specfrontier.engines.base import (
@@ -44,10 +45,21 @@ from specfrontier.engines.base import (
     get_json,
 )
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
+from specfrontier.engines.sglang_rules import (
+    DOCUMENTED_ALGORITHMS,
+    KNOB_FLAGS,
+    NGRAM_DEFAULT_DRAFT_TOKENS,
+    SOURCE,
+    TREE_ALGORITHMS,
+    algorithms_from_help,
+    check_algorithm,
+    check_setting,
+)
 from specfrontier.errors import ConfigError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
-SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
+SpecAlgorithm = str
+"""An SGLang speculative algorithm name (`sglang_rules.DOCUMENTED_ALGORITHMS`, narrowed by the installed `--help`)."""
 
 
 class SGLangSetting(EngineSetting):
@@ -56,9 +68,26 @@ class SGLangSetting(EngineSetting):
     ladder_family: ClassVar[str] = "sglang"
     max_depth: ClassVar[int] = 8
     depth_followers: ClassVar[tuple[str, ...]] = ("num_draft_tokens",)
+    space_labels: ClassVar[Mapping[str, str]] = {
+        "num_steps": "s",
+        "eagle_topk": "k",
+        "num_draft_tokens": "d",
+        "max_running_requests": "mrr",
+        "ngram_min_bfs_breadth": "bmin",
+        "ngram_max_bfs_breadth": "b",
+        "ngram_max_trie_depth": "trie",
+        "ngram_capacity": "cap",
+        "dflash_block_size": "block",
+        "draft_window_size": "win",
+    }
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
-    algorithm: SpecAlgorithm | None = Field(None, description="--speculative-algorithm (unset = no speculation).")
+    algorithm: SpecAlgorithm | None = Field(
+        None,
+        description="--speculative-algorithm (unset = no speculation): "
+        + ", ".join(DOCUMENTED_ALGORITHMS)
+        + f" ({SOURCE}; the installed server's --help decides); upper-cased as SGLang does.",
+    )
     num_steps: int | None = Field(None, ge=1, le=32, description="--speculative-num-steps: draft depth.")
     eagle_topk: int | None = Field(None, ge=1, le=32, description="--speculative-eagle-topk: branching per step.")
     num_draft_tokens: int | None = Field(
@@ -66,6 +95,37 @@ class SGLangSetting(EngineSetting):
     )
     max_running_requests: int | None = Field(
         None, ge=1, le=100000, description="--max-running-requests (SGLang resets an unset one to 48 with spec)."
+    )
+    ngram_min_bfs_breadth: int | None = Field(
+        None, ge=1, le=1024, description="NGRAM: --speculative-ngram-min-bfs-breadth (SGLang default 1)."
+    )
+    ngram_max_bfs_breadth: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="NGRAM: --speculative-ngram-max-bfs-breadth, the tree's branching (SGLang default 10; it "
+        "replaces eagle_topk).",
+    )
+    ngram_match_type: Literal["BFS", "PROB"] | None = Field(
+        None, description="NGRAM: --speculative-ngram-match-type (SGLang default BFS)."
+    )
+    ngram_max_trie_depth: int | None = Field(
+        None, ge=1, le=1024, description="NGRAM: --speculative-ngram-max-trie-depth (SGLang default 18)."
+    )
+    ngram_capacity: int | None = Field(
+        None, ge=1, description="NGRAM: --speculative-ngram-capacity, cache entries (SGLang default 10M)."
+    )
+    dflash_block_size: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="DFLASH: --speculative-dflash-block-size, the verify window (an alias of num_draft_tokens; "
+        "unset: read from the draft model's config).",
+    )
+    draft_window_size: int | None = Field(
+        None,
+        ge=1,
+        description="--speculative-draft-window-size: the draft's sliding window (DFLASH: at least its block).",
     )
     adaptive_config: dict[int, list[int]] | None = Field(
         None,
@@ -80,44 +140,31 @@ class SGLangSetting(EngineSetting):
         (), description="More launch arguments, passed verbatim (not --host/--port/--allow-remote)."
     )
 
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        """SGLang upper-cases the algorithm before it looks it up (speculative_hook.py:142)."""
+        return value.upper() if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _sglang_constraints(self) -> SGLangSetting:
         where = f"settings[{self.name}]"
         if self.adaptive_config is not None:
             _check_adaptive(self, where)
-        shape = (self.num_steps, self.eagle_topk, self.num_draft_tokens)
-        if self.algorithm is None:
-            if any(v is not None for v in shape):
-                raise ValueError(
-                    f"{where}: num_steps/eagle_topk/num_draft_tokens need a speculative algorithm; "
-                    "fix: set algorithm (e.g. EAGLE3) or remove them"
-                )
-            return self
-        if self.num_steps is None and any(v is not None for v in shape):
-            raise ValueError(
-                f"{where}: num_steps is unset but eagle_topk/num_draft_tokens are set (SGLang asserts); "
-                "fix: set num_steps"
-            )
-        if self.num_steps is None:
-            return self
-        topk = self.eagle_topk or 1
-        draft = self.num_draft_tokens
-        if topk == 1 and draft is not None and draft != self.num_steps + 1:
-            raise ValueError(
-                f"{where}: num_draft_tokens = {draft} with eagle_topk = 1 (SGLang would silently use "
-                f"num_steps + 1 = {self.num_steps + 1}); fix: set num_draft_tokens to {self.num_steps + 1} or remove it"
-            )
-        if draft is not None and draft > self.num_steps * topk + 1:
-            raise ValueError(
-                f"{where}: num_draft_tokens = {draft} > num_steps * eagle_topk + 1 = {self.num_steps * topk + 1}; "
-                f"fix: set num_draft_tokens <= {self.num_steps * topk + 1} or raise num_steps/eagle_topk"
-            )
-        if topk > 1 and draft is None:
-            raise ValueError(
-                f"{where}: eagle_topk = {topk} needs num_draft_tokens; "
-                f"fix: set num_draft_tokens between 2 and {self.num_steps * topk + 1}"
-            )
+        check_setting(self, where)
         return self
+
+    @classmethod
+    def space_point(cls, values: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """A topk-1 chain of the EAGLE family verifies num_steps + 1 whatever num_draft_tokens says (SGLang
+        rewrites it, speculative_hook.py _handle_eagle_family): the space's chains differing only there
+        are one setting."""
+        algorithm = str(values.get("algorithm") or "").upper()
+        steps, draft = values.get("num_steps"), values.get("num_draft_tokens")
+        chain = algorithm in TREE_ALGORITHMS and (values.get("eagle_topk") or 1) == 1
+        if chain and isinstance(steps, int) and draft is not None and draft != steps + 1:
+            return {**values, "num_draft_tokens": steps + 1}, "eagle_topk 1 runs num_draft_tokens = num_steps + 1"
+        return values, None
 
     @property
     def speculative(self) -> bool:
@@ -171,7 +218,7 @@ class SGLangSetting(EngineSetting):
     @property
     def depth_field(self) -> str | None:
         """`num_steps` of a static chain (eagle_topk 1); a tree or an adaptive schedule is not on a depth ladder."""
-        chain = self.algorithm is not None and self.num_steps is not None and (self.eagle_topk or 1) == 1
+        chain = self.algorithm in TREE_ALGORITHMS and self.num_steps is not None and (self.eagle_topk or 1) == 1
         return "num_steps" if chain and self.adaptive_config is None else None
 
     def _at_depth(self, data: dict[str, Any], depth: int) -> dict[str, Any]:
@@ -182,12 +229,27 @@ class SGLangSetting(EngineSetting):
 
     @property
     def resolved_draft_tokens(self) -> int | None:
-        """num_draft_tokens as the server will run it (steps + 1 for a topk-1 chain)."""
+        """num_draft_tokens as the server will run it: steps + 1 for a topk-1 chain, 12 for NGRAM without
+        one, DFLASH's block size; None where SGLang chooses (auto parameters, a block read from the draft)."""
+        if self.algorithm == "NGRAM":
+            return self.num_draft_tokens or NGRAM_DEFAULT_DRAFT_TOKENS
+        if self.algorithm not in TREE_ALGORITHMS:
+            return self.num_draft_tokens or self.dflash_block_size
         if self.num_steps is None:
             return None
         if (self.eagle_topk or 1) == 1:
             return self.num_steps + 1
         return self.num_draft_tokens
+
+    @property
+    def knob_args(self) -> list[str]:
+        """The algorithm's own flags (NGRAM, DFLASH, the draft window) that are set, in SGLang's spelling."""
+        argv: list[str] = []
+        for knob, flag in KNOB_FLAGS.items():
+            value = getattr(self, knob)
+            if value is not None:
+                argv += [flag, str(value)]
+        return argv
 
 
 class SGLangEngine(EngineOptions):
@@ -211,6 +273,17 @@ class SGLangTuneConfig(TuneBase):
     engine: SGLangEngine
     settings: tuple[SGLangSetting, ...] = Field(min_length=1, description="Settings to compare.")
 
+    @model_validator(mode="after")
+    def _draft_model_where_needed(self) -> SGLangTuneConfig:
+        """DFLASH refuses to start without a draft model (speculative_hook.py _handle_dflash)."""
+        needs = next((s for s in self.settings if s.algorithm == "DFLASH"), None)
+        if needs is not None and self.engine.draft_model_path is None:
+            raise ValueError(
+                f"settings[{needs.name}]: algorithm DFLASH needs a draft model and engine.draft_model_path is "
+                "unset (SGLang refuses to start); fix: set engine.draft_model_path to the DFlash draft"
+            )
+        return self
+
 
 SPEC_DEFAULT_CAP = 48
 _FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
@@ -230,10 +303,16 @@ def setting_args(setting: SGLangSetting, adaptive_path: str = "<adaptive-config.
     argv: list[str] = []
     if setting.algorithm is not None:
         argv += ["--speculative-algorithm", setting.algorithm]
-        if setting.num_steps is not None:
+        if setting.algorithm in TREE_ALGORITHMS and setting.num_steps is not None:
             argv += ["--speculative-num-steps", str(setting.num_steps)]
             argv += ["--speculative-eagle-topk", str(setting.eagle_topk or 1)]
             argv += ["--speculative-num-draft-tokens", str(setting.resolved_draft_tokens)]
+        elif setting.algorithm not in TREE_ALGORITHMS:  # each flag as set: SGLang fills in the rest itself
+            for knob in ("num_steps", "eagle_topk", "num_draft_tokens"):
+                value = getattr(setting, knob)
+                if value is not None:
+                    argv += [f"--speculative-{knob.replace('_', '-')}", str(value)]
+        argv += setting.knob_args
         if setting.adaptive_config is not None:
             argv += ["--speculative-adaptive", "--speculative-adaptive-config", adaptive_path]
     if setting.max_running_requests is not None:
@@ -290,6 +369,8 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         missing = [f for f in REQUIRED_FLAGS if f not in self._flags]
         if any(s.speculative for s in settings):
             missing += [f for f in SPEC_FLAGS if f not in self._flags]
+        knobs = {flag for s in settings for flag in s.knob_args if flag.startswith("--")}
+        missing += sorted(f for f in knobs if f not in self._flags)
         if any(s.adaptive_config is not None for s in settings):
             missing += [f for f in ADAPTIVE_FLAGS if f not in self._flags]
         if missing:
@@ -297,6 +378,20 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
                 f"engine: the server's --help has no {', '.join(missing)}; fix: install a SGLang that has them "
                 "(0.5.x) or point engine.python at its environment"
             )
+        installed = self.algorithms
+        for s in settings:
+            if s.algorithm is not None:
+                try:
+                    check_algorithm(s.algorithm, f"settings[{s.name}]", installed)
+                except ValueError as exc:
+                    raise ConfigError(f"{exc} (the installed server's --help)") from exc
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """The speculative algorithms the installed server starts with: from its `--help` (argparse choices
+        or its list of builtins), else the documented list (`sglang_rules.DOCUMENTED_ALGORITHMS`)."""
+        probed = algorithms_from_help(self._help_text or "")
+        return probed if probed is not None else DOCUMENTED_ALGORITHMS
 
     def command(self, setting: SGLangSetting, *, port: int, max_concurrency: int) -> list[str]:
         """The capacity is the setting's own `max_running_requests`, never raised behind the user's back:

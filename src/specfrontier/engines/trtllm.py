@@ -28,6 +28,9 @@ PyPI carries only stub packages for it, so no installed copy was read. Facts the
   DraftTarget: `speculative_model` required. MTP: older releases (1.0) take the depth from
   `num_nextn_predict_layers`; 1.2+ map it onto `max_draft_len` (dropping it when both are set) and the docs
   say the two must match, so the adapter writes both with the same value.
+- EAGLE-3 draft trees (`EagleDecodingConfig` @0004396): a static tree `eagle_choices` or EAGLE-2's dynamic
+  tree `use_dynamic_tree` + `dynamic_tree_max_topK`, with `max_total_draft_tokens` (the tree's nodes, root
+  excluded) in `[max_draft_len, dynamic_tree_max_topK * max_draft_len]`; checked in `engines/trtllm_tree.py`.
 - A per-batch-size draft length: `DecodingBaseConfig.draft_len_schedule` (`{batch size: draft len}`,
   "developer interface", mutually exclusive with `max_concurrency`). Its reading changed across releases;
   the schedule format below writes the newest (`llm_args.py` @00043967, `_torch/speculative/utils.py`
@@ -103,6 +106,7 @@ from specfrontier.engines.base import (
     get_json,
 )
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
+from specfrontier.engines.trtllm_tree import TREE_KEYS, check_tree
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
@@ -155,6 +159,14 @@ class TrtllmSetting(EngineSetting):
 
     ladder_family: ClassVar[str] = "trtllm"
     max_depth: ClassVar[int] = 8
+    space_labels: ClassVar[Mapping[str, str]] = {
+        "max_draft_len": "k",
+        "max_matching_ngram_size": "n",
+        "max_batch_size": "bs",
+        "dynamic_tree_max_topK": "topk",
+        "max_total_draft_tokens": "t",
+        "use_dynamic_tree": "tree",
+    }
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
     decoding_type: DecodingType | None = Field(
@@ -170,6 +182,24 @@ class TrtllmSetting(EngineSetting):
     is_use_oldest: bool | None = Field(None, description="NGram: propose the oldest candidate of a match.")
     is_public_pool: bool | None = Field(None, description="NGram: one pool shared by all requests.")
     eagle3_one_model: bool | None = Field(None, description="Eagle3: draft as a submodule (TensorRT-LLM's default).")
+    use_dynamic_tree: bool | None = Field(
+        None, description="Eagle3: draft EAGLE-2's dynamic tree (needs dynamic_tree_max_topK); unset = a chain."
+    )
+    dynamic_tree_max_topK: int | None = Field(
+        None, ge=1, le=64, description="Eagle3 dynamic tree: nodes expanded per draft layer."
+    )
+    max_total_draft_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="Eagle3 tree: its nodes, root excluded (dynamic tree: in [max_draft_len, dynamic_tree_max_topK "
+        "* max_draft_len], default the top; static tree: the number of eagle_choices).",
+    )
+    eagle_choices: list[list[int]] | None = Field(
+        None,
+        description="Eagle3 static tree: its paths from the root, e.g. [[0], [1], [0, 0]] (deprecated in "
+        "TensorRT-LLM 1.4); max_draft_len is its depth.",
+    )
     draft_len_schedule: dict[int, int] | None = Field(
         None,
         description="speculative_config.draft_len_schedule: draft length per batch size, each key the UPPER bound "
@@ -216,8 +246,14 @@ class TrtllmSetting(EngineSetting):
                 )
         if self.draft_len_schedule is not None:
             _check_draft_len_schedule(self, where)
+        check_tree(self, where)
         _forbidden_options(self.extra_options, where)
         return self
+
+    @property
+    def tree(self) -> bool:
+        """Whether this Eagle3 setting drafts a tree (static or dynamic) rather than a chain."""
+        return bool(self.use_dynamic_tree) or self.eagle_choices is not None
 
     @property
     def speculative(self) -> bool:
@@ -280,9 +316,10 @@ class TrtllmSetting(EngineSetting):
 
     @property
     def depth_field(self) -> str | None:
-        """`max_draft_len`: every TensorRT-LLM drafter configured here drafts a linear chain of that length (a
-        setting with a draft_len_schedule is not on the ladder)."""
-        return "max_draft_len" if self.decoding_type is not None and self.draft_len_schedule is None else None
+        """`max_draft_len` of a chain (an Eagle3 tree, whose node count is bounded by its depth, and a setting
+        with a draft_len_schedule are not on the ladder)."""
+        chain = self.decoding_type is not None and not self.tree
+        return "max_draft_len" if chain and self.draft_len_schedule is None else None
 
 
 class TrtllmEngine(EngineOptions):
@@ -381,7 +418,7 @@ def speculative_config(setting: TrtllmSetting, engine: TrtllmEngine) -> dict[str
         spec["num_nextn_predict_layers"] = setting.max_draft_len
     if kind in NEEDS_DRAFT_MODEL and engine.speculative_model is not None:
         spec["speculative_model"] = engine.speculative_model
-    for key in (*NGRAM_KEYS, "eagle3_one_model", "draft_len_schedule"):
+    for key in (*NGRAM_KEYS, "eagle3_one_model", "draft_len_schedule", *TREE_KEYS):
         value = getattr(setting, key)
         if value is not None:
             spec[key] = value
@@ -843,7 +880,12 @@ class TrtllmDraftLenSchedule(ScheduleFormat):
 
 register_schedule_format(TrtllmDraftLenSchedule())
 
-TRTLLM_NAMES = ParamNames(depth=("max_draft_len",), family=("decoding_type",), draft_length=("max_draft_len",))
+TRTLLM_NAMES = ParamNames(
+    depth=("max_draft_len",),
+    family=("decoding_type",),
+    topk=("dynamic_tree_max_topK",),
+    draft_length=("max_draft_len",),
+)
 
 
 def default_settings() -> tuple[TrtllmSetting, ...]:

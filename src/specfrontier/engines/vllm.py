@@ -79,6 +79,12 @@ class VllmSetting(EngineSetting):
 
     ladder_family: ClassVar[str] = "vllm"
     max_depth: ClassVar[int] = 16
+    space_labels: ClassVar[Mapping[str, str]] = {
+        "num_speculative_tokens": "k",
+        "prompt_lookup_max": "max",
+        "prompt_lookup_min": "min",
+        "max_num_seqs": "seqs",
+    }
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.:+-]+$", description="Unique label of the setting.")
     method: str | None = Field(

@@ -3,8 +3,9 @@
 The simulator applies the same rewrites and refusals SGLang applies at start-up, so a setting the
 simulator accepts is one the real server would start with, and the resolved values (what the server
 really runs) are what the model uses: `topk == 1` forces `num_draft_tokens = num_steps + 1`,
-`num_draft_tokens <= num_steps * topk + 1`, an unset `max_running_requests` becomes 48 under
-speculation, and a speculative setting without steps gets SGLang's generic auto choice (3, 1, 4).
+`num_draft_tokens <= topk + (num_steps - 1) * topk^2 + 1` (`theory.tree_bound`), an unset
+`max_running_requests` becomes 48 under speculation, and a speculative setting without steps gets
+SGLang's generic auto choice (3, 1, 4).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from specfrontier.errors import ConfigError
 from specfrontier.sim.schedule import Slots, deepest, normalise
+from specfrontier.theory.tree_bound import TREE_BOUND_TEXT, max_verified_tokens
 
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3")
 AUTO_PARAMS = (3, 1, 4)
@@ -107,12 +109,13 @@ def resolve_setting(setting: SimSetting, *, spec_default_cap: int = 48) -> Resol
         raise _bad("num_draft_tokens", None, f"unset with eagle_topk = {topk}", "set num_draft_tokens (2 or more)")
     if draft < 2:
         raise _bad("num_draft_tokens", draft, "must be at least 2 with speculation", "set num_draft_tokens >= 2")
-    if draft > steps * topk + 1:
+    bound = max_verified_tokens(steps, topk)
+    if draft > bound:
         raise _bad(
             "num_draft_tokens",
             draft,
-            f"exceeds num_steps * eagle_topk + 1 = {steps * topk + 1} (the draft tree has no more nodes)",
-            f"set num_draft_tokens <= {steps * topk + 1} or raise num_steps/eagle_topk",
+            f"exceeds {TREE_BOUND_TEXT} = {bound} (SGLang scores no more candidates; theory.tree_bound)",
+            f"set num_draft_tokens <= {bound} or raise num_steps/eagle_topk",
         )
     cap = setting.max_running_requests
     if cap is None:

@@ -143,6 +143,11 @@ def resolve_speculation(spec: object, max_batch_size: int) -> ResolvedSetting:
             f"speculative_config.decoding_type = {kind!r}: the simulator models only draft chains of "
             f"{', '.join(CHAIN_TYPES)} (it has no model of NGram, DraftTarget or the other drafters)"
         )
+    tree = [
+        k for k in ("eagle_choices", "use_dynamic_tree", "dynamic_tree_max_topK") if spec.get(k) not in (None, False)
+    ]
+    if tree:  # run as a chain it would be a wrong prediction, not a missing one
+        raise ConfigError(f"speculative_config.{tree[0]}: the simulator models only draft chains, not an Eagle3 tree")
     depth = spec.get("max_draft_len")
     if kind == "MTP" and depth is None:
         depth = spec.get("num_nextn_predict_layers")

@@ -449,6 +449,10 @@ def test_face_maps_chains_and_refuses_what_it_cannot_model() -> None:
         ({"decoding_type": "NGram", "max_draft_len": 3}, "models only draft chains"),
         ({"decoding_type": "Eagle3", "max_draft_len": 3}, "Draft model must be provided for EAGLE"),
         ({"decoding_type": "Eagle3", "max_draft_len": 0, "speculative_model": "/d"}, "max_draft_len must be > 0"),
+        (
+            {"decoding_type": "Eagle3", "max_draft_len": 4, "use_dynamic_tree": True, "dynamic_tree_max_topK": 4},
+            "not an Eagle3 tree",
+        ),
     ]:
         with pytest.raises(ConfigError, match=message):
             resolve_speculation(spec, 8)

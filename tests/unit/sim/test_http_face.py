@@ -163,8 +163,10 @@ def test_help_lists_sglang_flags_and_faults() -> None:
 
 
 def test_invalid_setting_and_remote_host_are_refused() -> None:
-    bad = _run(*STEPS3[:4], "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "9")
-    assert bad.returncode == 1 and "ValueError: sim setting: num_draft_tokens = 9" in bad.stderr
+    # steps 3, topk 2: SGLang scores 2 + 2 * 4 = 10 candidates, so at most 11 draft tokens
+    bad = _run(*STEPS3[:4], "--speculative-eagle-topk", "2", "--speculative-num-draft-tokens", "12")
+    assert bad.returncode == 1 and "ValueError: sim setting: num_draft_tokens = 12" in bad.stderr
+    assert "fix: set num_draft_tokens <= 11" in bad.stderr
     remote = _run("--host", "0.0.0.0")
     assert remote.returncode == 1 and "not a loopback address" in remote.stderr and "--allow-remote" in remote.stderr
     assert _run("--no-such-flag").returncode == 2

@@ -26,11 +26,20 @@ def test_unset_max_running_requests_is_48_under_speculation_only() -> None:
 
 
 def test_tree_with_too_many_draft_tokens_names_field_and_fix() -> None:
+    """SGLang's bound: topk + (steps - 1) * topk^2 candidates plus the root (2 + 1 * 4 + 1 = 7 here)."""
+    assert resolve_setting(SimSetting("EAGLE3", num_steps=2, eagle_topk=2, num_draft_tokens=7)).num_draft_tokens == 7
     with pytest.raises(ConfigError) as info:
-        resolve_setting(SimSetting("EAGLE3", num_steps=2, eagle_topk=2, num_draft_tokens=6))
+        resolve_setting(SimSetting("EAGLE3", num_steps=2, eagle_topk=2, num_draft_tokens=8))
     message = str(info.value)
-    assert "num_draft_tokens = 6" in message and "num_steps * eagle_topk + 1 = 5" in message
-    assert "fix: set num_draft_tokens <= 5" in message
+    assert "num_draft_tokens = 8" in message and "eagle_topk + (num_steps - 1) * eagle_topk^2 + 1 = 7" in message
+    assert "fix: set num_draft_tokens <= 7" in message
+
+
+@pytest.mark.parametrize(("steps", "topk", "draft"), [(3, 4, 16), (5, 8, 64), (3, 2, 8)])
+def test_sglang_documented_trees_resolve(steps: int, topk: int, draft: int) -> None:
+    """SGLang's documented EAGLE examples, refused by the old `steps * topk + 1` bound, resolve as given."""
+    resolved = resolve_setting(SimSetting("EAGLE3", num_steps=steps, eagle_topk=topk, num_draft_tokens=draft))
+    assert (resolved.num_steps, resolved.eagle_topk, resolved.num_draft_tokens) == (steps, topk, draft)
 
 
 @pytest.mark.parametrize(
