@@ -106,6 +106,10 @@ async def test_a_real_vllm_sweep_reads_acceptance_and_capacity_back(vllm_python:
             assert len(counters.accepted_per_position) == depth
             assert sum(counters.accepted_per_position) == counters.accepted_tokens
             assert cell.acceptance_length is not None and 1.0 <= cell.acceptance_length <= depth + 1
+    # per-chunk token counts streamed (continuous_usage_stats): per-token ITL measured, never estimated
+    assert all(c.itl_estimated_requests == 0 for c in data.cells), [
+        (c.setting, c.concurrency, c.itl_estimated_requests) for c in data.cells
+    ]
     assert _our_vllm_processes() == []
 
 

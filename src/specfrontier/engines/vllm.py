@@ -535,6 +535,13 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         return RunningNow(int(running), int(waiting))
 
     @classmethod
+    def request_extras(cls) -> dict[str, Any]:
+        """Ask for `usage` on every chunk (`continuous_usage_stats`, in vLLM's `StreamOptions` since 0.6):
+        without it vLLM reports tokens only at the end, a chunk holding several accepted tokens cannot be
+        told from one holding one, and per-token ITL is estimated (an even split) instead of measured."""
+        return {"stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+    @classmethod
     def request_spec_stats(cls, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
         """vLLM reports no per-request speculative counts in the stream; the counters are exact."""
         return None
