@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from specfrontier.config.common import TuneBase, describe_validation_error
 from specfrontier.engines import registry
-from specfrontier.errors import ConfigError
+from specfrontier.errors import ConfigError, clip
 from specfrontier.textfiles import read_text_utf8
 
 TuneConfig = TuneBase
@@ -42,6 +42,24 @@ def default_config() -> TuneConfig:
     return make()
 
 
+def yaml_error_line(path: Path, exc: yaml.YAMLError) -> str:
+    """One line for a YAML syntax error: `FILE:LINE:COLUMN: not valid YAML: <problem>; fix: ...`.
+
+    PyYAML's own message spans several lines (context, problem, each with the file position and a
+    snippet of the text), which broke the one-line rule; here only the problem and, when it helps, the
+    context with its line are kept (1-based, as editors count)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem is None or mark is None:  # not a marked error: PyYAML's words, flattened
+        return f"{path}: not valid YAML ({clip(' '.join(str(exc).split()))}); fix: correct the YAML syntax"
+    context = getattr(exc, "context", None)
+    context_mark = getattr(exc, "context_mark", None)
+    said = clip(str(problem))
+    if context and context_mark is not None:
+        said += f" ({clip(str(context))} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {said}; fix: correct the YAML syntax there"
+
+
 def load_config(path: Path | None) -> TuneConfig:
     """Read and validate a YAML config; None gives the embedded default."""
     if path is None:
@@ -50,7 +68,7 @@ def load_config(path: Path | None) -> TuneConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc}); fix: correct the YAML syntax") from exc
+        raise ConfigError(yaml_error_line(path, exc)) from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -58,4 +76,4 @@ def load_config(path: Path | None) -> TuneConfig:
     return parse_config(data, source=str(path))
 
 
-__all__ = ["default_config", "load_config", "parse_config"]
+__all__ = ["default_config", "load_config", "parse_config", "yaml_error_line"]

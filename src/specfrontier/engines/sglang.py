@@ -46,6 +46,7 @@ from specfrontier.engines.base import (
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.errors import ConfigError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
+from specfrontier.textfiles import file_name_for
 
 SpecAlgorithm = Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
 
@@ -308,7 +309,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     def _adaptive_file(self, setting: SGLangSetting) -> Path:
         text = json.dumps(adaptive_config_json(setting.adaptive_config or {}), indent=2)
-        return self.launch_file(f"{setting.name}.adaptive.json", text)
+        return self.launch_file(file_name_for(setting.name, ".adaptive.json"), text)
 
     def version(self) -> str:
         return "sglang (version from /server_info)"

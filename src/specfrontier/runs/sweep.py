@@ -66,6 +66,7 @@ from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.store import Store
+from specfrontier.textfiles import file_name_for
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
 
@@ -265,7 +266,7 @@ class Sweep:
         todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
             return
-        log_path = self.log_dir / run_id / f"{setting.name}.log"
+        log_path = self.log_dir / run_id / file_name_for(setting.name, ".log")
         server: ServerProcess | None = None
         stored = 0
         try:
