@@ -5,7 +5,9 @@ measurements file) or writes to a path the user named (`report -o`, `compare -o`
 page `tune` leaves next to its store) used to call `read_text`/`write_text` directly, so a non-UTF-8 byte,
 a directory where a file was expected or a missing parent directory escaped as a traceback. Here each of
 those becomes a ConfigError in the project's format (`<what> = <path>: <problem>; fix: <one action>`),
-raised before anything is launched or written.
+raised before anything is launched or written. Writing never destroys what sits at the path (a device,
+a FIFO, a symlink, a file of the user's named like our temporary file), and the names of files derived
+from a user's label (a setting's server log) are bounded (`file_name_for`).
 """
 
 from __future__ import annotations
