@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE, MAX_SETTING_NAME
 from specfrontier.config.search import SearchConfig
@@ -18,6 +18,11 @@ from specfrontier.errors import clip, shown_value
 
 if TYPE_CHECKING:
     from specfrontier.engines.base import EngineOptions, EngineSetting
+
+
+STORED = "stored"
+"""Validation context key (`model_validate(..., context={STORED: True})`): the config is a stored run's,
+validated again to resume it; limits added since it was stored (`MAX_SETTING_NAME`) do not apply."""
 
 
 class _Strict(BaseModel):
@@ -279,10 +284,11 @@ class TuneBase(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _names_unique_and_baseline_present(self) -> TuneBase:
+    def _names_unique_and_baseline_present(self, info: ValidationInfo) -> TuneBase:
         names = [s.name for s in self.all_settings()]
+        stored = bool(info.context and info.context.get(STORED))  # a run's config, stored before the limit
         for i, name in enumerate(names):
-            if len(name) > MAX_SETTING_NAME:
+            if len(name) > MAX_SETTING_NAME and not stored:
                 raise ValueError(
                     f"settings[{i}].name = {shown_value(name)}: longer than {MAX_SETTING_NAME} characters (it labels "
                     f"report rows and names the server's log file); fix: shorten it to {MAX_SETTING_NAME} at most"
@@ -368,6 +374,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 
 __all__ = [
     "LISTEN_FLAGS",
+    "STORED",
     "ExecutorConfig",
     "LoadConfig",
     "TuneBase",

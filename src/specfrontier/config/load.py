@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from specfrontier.config.common import TuneBase, describe_validation_error
+from specfrontier.config.common import STORED, TuneBase, describe_validation_error
 from specfrontier.engines import registry
 from specfrontier.errors import ConfigError, clip
 from specfrontier.textfiles import read_text_utf8
@@ -21,16 +21,17 @@ from specfrontier.textfiles import read_text_utf8
 TuneConfig = TuneBase
 
 
-def parse_config(data: dict[str, Any], *, source: str = "config") -> TuneConfig:
+def parse_config(data: dict[str, Any], *, source: str = "config", stored: bool = False) -> TuneConfig:
     """Validate a config mapping; `engine.name` picks the engine (none: the default engine); a missing
-    `settings` key means that engine's default settings."""
+    `settings` key means that engine's default settings. `stored`: a run's stored config (a resume), which
+    an older version may have accepted under limits added since (`config.common.STORED`)."""
     engine = data.get("engine")
     name = engine.get("name") if isinstance(engine, dict) else None
     spec = registry.default_spec() if name is None else registry.spec(str(name), where=f"{source}: engine.name")
     if "settings" not in data:
         data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in spec.default_settings()]}
     try:
-        return spec.config.model_validate(data)
+        return spec.config.model_validate(data, context={STORED: stored})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, source)) from exc
 

@@ -499,7 +499,7 @@ def open_sweep(
             raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
         if row.status == "done":
             raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
-        runner = make_runner(parse_config(row.config, source=f"run {resume} config"), events)
+        runner = make_runner(parse_config(row.config, source=f"run {resume} config", stored=True), events)
         runner.prepare()
         runner.attach(store)
         store.claim_run(resume)  # one writer per run: a second `--resume` of it stops here with a StoreError
