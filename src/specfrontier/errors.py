@@ -12,12 +12,34 @@
      └── DependencyError      an optional package or binary is not installed (names what to install)
 
 Messages follow `<where>: <field> = <value seen>: <what is wrong>; fix: <one action>` so that the CLI
-can print `ClassName: message` without a traceback and the user still knows what to do.
+can print `ClassName: message` without a traceback and the user still knows what to do. A value the user
+gave is quoted through `shown_value`, cut to a bounded length, so a 10 MB string under a mistyped key
+makes a line that still fits a terminal.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+SHOWN_CHARACTERS = 80
+"""How much of a user's value an error line quotes; the rest is counted, not shown."""
+
+
+def clip(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """`text`, or its first `limit` characters and how long it was: `aaaa… (10485760 characters)`."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def shown_value(value: object, limit: int = SHOWN_CHARACTERS) -> str:
+    """A user's value as an error line quotes it: its repr (one line: newlines escaped), cut by `clip`;
+    a string is counted in its own characters, not its repr's."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str) else len(text)
+    return f"{text[:limit]}… ({size} characters)"
 
 
 class SpecFrontierError(Exception):
@@ -73,6 +95,7 @@ class DependencyError(SpecFrontierError):
 
 
 __all__ = [
+    "SHOWN_CHARACTERS",
     "ConfigError",
     "DependencyError",
     "EngineError",
@@ -83,4 +106,6 @@ __all__ = [
     "PortTakenError",
     "SpecFrontierError",
     "StoreError",
+    "clip",
+    "shown_value",
 ]

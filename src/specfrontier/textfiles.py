@@ -5,14 +5,20 @@ measurements file) or writes to a path the user named (`report -o`, `compare -o`
 page `tune` leaves next to its store) used to call `read_text`/`write_text` directly, so a non-UTF-8 byte,
 a directory where a file was expected or a missing parent directory escaped as a traceback. Here each of
 those becomes a ConfigError in the project's format (`<what> = <path>: <problem>; fix: <one action>`),
-raised before anything is launched or written.
+raised before anything is launched or written. Writing never destroys what sits at the path (a device,
+a FIFO, a symlink, a file of the user's named like our temporary file), and the names of files derived
+from a user's label (a setting's server log) are bounded (`file_name_for`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
+import secrets
+import stat
 from pathlib import Path
 
 from specfrontier.errors import ConfigError
@@ -59,13 +65,35 @@ def read_text_utf8(path: Path, what: str, *, fix: str | None = None) -> str:
     return _decode(data, path, what)
 
 
+def _resolved(path: Path) -> Path:
+    """Where `path` leads: a symlink (a chain of them) is followed to its target, which is what a
+    shell's `>` writes; anything else is `path` itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _is_special(path: Path) -> bool:
+    """True for an existing device, FIFO or socket: written in place, never replaced by a file."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
 def check_output_path(path: Path, what: str = "-o", *, example: str = "report.html") -> Path:
     """Refuse, before anything is rendered, an output path that cannot become a file: a directory, a
     path under a missing directory or a non-directory, or an unwritable directory. `example` is the
-    file name suggested when the user named a directory."""
+    file name suggested when the user named a directory.
+
+    A symlink is judged by its target (the file written); a device or FIFO (`/dev/null`, a named pipe)
+    needs only to be writable itself, since it is written in place, not replaced."""
     if path.is_dir():
         raise ConfigError(f"{what} = {_shown(path)}: is a directory; fix: give a file name, e.g. {path / example}")
-    parent = path.parent
+    if _is_special(path):
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{what} = {_shown(path)}: not writable; fix: choose another path")
+        return path
+    parent = _resolved(path).parent
     if not parent.exists():
         raise ConfigError(
             f"{what} = {_shown(path)}: directory {parent} does not exist; fix: create it or choose another path"
@@ -78,26 +106,79 @@ def check_output_path(path: Path, what: str = "-o", *, example: str = "report.ht
 
 
 def write_text_atomic(path: Path, text: str, what: str = "-o") -> Path:
-    """Write `text` to `path` whole: into `<name>.tmp` beside it, then renamed over it, so a reader never
-    sees half a file; on any failure (including Ctrl-C) the tmp file is removed and `path` is untouched.
-    An OSError becomes a ConfigError naming the path (`what`: where it came from)."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write `text` to `path` (`what`: where the path came from) without ever destroying what is there.
+
+    - A regular file (or a new one) is written whole: into a temporary file of a fresh name beside it
+      (`.NAME.<random>.tmp`, created with O_EXCL, so no file of the user's, such as an old `NAME.tmp`, is
+      touched), then renamed over it, so a reader never sees half a file; an existing file keeps its
+      permission bits. On any failure (Ctrl-C included) only that temporary file is removed and `path`
+      is untouched.
+    - A symlink is written through: its target is replaced as above and the link stays a link.
+    - A device or FIFO (`/dev/null`, `/dev/stdout`, a named pipe) is written in place, as a shell's `>`
+      would: renaming a file over it would destroy the node (as root, `-o /dev/full` used to turn the
+      device into a regular file).
+
+    An OSError becomes a ConfigError naming the path."""
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except BaseException as exc:
-        _remove(tmp)
-        if isinstance(exc, OSError):
-            reason = exc.strerror or type(exc).__name__
-            raise ConfigError(f"{what} = {_shown(path)}: cannot write it ({reason}); fix: choose another path") from exc
-        raise
+        if _is_special(path):  # opened by its own name: a link to one (/dev/stdout) is followed by open()
+            with path.open("w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            _replace_whole(_resolved(path), text)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(f"{what} = {_shown(path)}: cannot write it ({reason}); fix: choose another path") from exc
     return path
 
 
-def _remove(tmp: Path) -> None:
-    """Drop our tmp file; something else of that name (a directory) is not ours and stays."""
-    with contextlib.suppress(OSError):
-        tmp.unlink(missing_ok=True)
+def _replace_whole(target: Path, text: str) -> None:
+    """Write `text` into a new temporary file beside `target`, then rename it over `target`."""
+    try:
+        old_mode: int | None = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        old_mode = None
+    tmp, fd = _new_tmp(target)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        if old_mode is not None:
+            tmp.chmod(old_mode)  # the file keeps its permissions (a new one gets the umask's, as open() gives)
+        tmp.replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
-__all__ = ["check_output_path", "read_text_utf8", "write_text_atomic"]
+def _new_tmp(target: Path) -> tuple[Path, int]:
+    """A temporary file beside `target` that did not exist before (O_EXCL): `.NAME.<random>.tmp`. Only
+    this file is ever removed on failure; a file of the user's of any name stays."""
+    for _ in range(100):
+        tmp = target.with_name(f".{target.name[:64]}.{secrets.token_hex(4)}.tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name beside it", str(target))
+
+
+_NAME_BYTES = 96
+"""Longest label kept whole in a derived file name (file systems allow 255 bytes per name)."""
+
+
+def file_name_for(label: str, suffix: str) -> str:
+    """The name of a file derived from a user's label (a setting's server log, a file its launch reads).
+
+    Why: the label was used as it was, so a 260-character setting name failed the launch with `File name
+    too long` (after the run had started) and a `/` would have made a folder. A short label of plain
+    characters is kept (`steps2.log`, so the files stay easy to find); any other is cut and its
+    characters outside `A-Za-z0-9._:+-` replaced, with 12 hex digits of its SHA-256 added, so two labels
+    never share a file and the name stays under 120 bytes whatever the label."""
+    plain = re.sub(r"[^A-Za-z0-9._:+-]", "_", label).lstrip(".")
+    if plain == label and 0 < len(label) <= _NAME_BYTES:
+        return label + suffix
+    digest = hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{plain[:64]}-{digest}{suffix}" if plain else f"{digest}{suffix}"
+
+
+__all__ = ["check_output_path", "file_name_for", "read_text_utf8", "write_text_atomic"]

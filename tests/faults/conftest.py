@@ -236,6 +236,19 @@ def write_config(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+def corrupt_request_pages(store: Path) -> None:
+    """Overwrite the root page of the `request_blob` b-tree, a page in the middle of the file, with 0xFF
+    (the store checkpointed into its main file first)."""
+    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    page_size, pages = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
+    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name='request_blob'").fetchone()[0]
+    db.close()
+    assert 1 < root < pages, (root, pages)
+    with store.open("r+b") as fh:
+        fh.seek((root - 1) * page_size)
+        fh.write(b"\xff" * page_size)
+
+
 def latest_run(store: Path) -> str:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:

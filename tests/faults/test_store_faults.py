@@ -25,6 +25,7 @@ from tests.faults.conftest import (
     MatrixEntry,
     Rows,
     cli,
+    corrupt_request_pages,
     count_rows,
     latest_run,
     run_status,
@@ -103,23 +104,11 @@ def writable_again(tmp_path: Path) -> Iterator[None]:
 
 
 # -- (a) a damaged page ---------------------------------------------------------------------------------
-def _corrupt_request_pages(store: Path) -> None:
-    """Overwrite the root page of the `request_blob` b-tree, a page in the middle of the file, with 0xFF."""
-    db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    page_size, pages = (db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "page_count"))
-    root = db.execute("SELECT rootpage FROM sqlite_master WHERE name='request_blob'").fetchone()[0]
-    db.close()
-    assert 1 < root < pages, (root, pages)
-    with store.open("r+b") as fh:
-        fh.seek((root - 1) * page_size)
-        fh.write(b"\xff" * page_size)
-
-
 def test_report_on_a_damaged_page_is_one_line_with_the_recover_fix(tuned: tuple[Path, str], tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
     shutil.copy(tuned[0], store)
     run_id = tuned[1]
-    _corrupt_request_pages(store)
+    corrupt_request_pages(store)
     before = _snapshot(store)
     done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=tmp_path)
     assert done.returncode == 1 and done.stdout == ""

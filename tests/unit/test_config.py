@@ -186,3 +186,27 @@ def test_other_extra_args_pass_verbatim() -> None:
     cfg = parse_config(_config(engine={"extra_args": args}, settings=[{"name": "baseline", "extra_args": args}]))
     assert list(cfg.engine.extra_args) == args
     assert list(cfg.settings[0].extra_args) == args
+
+
+def test_a_long_setting_name_is_refused_in_a_new_config_but_resumes_from_a_stored_one() -> None:
+    """The 64-character limit came after runs were stored: `tune --resume` of such a run still parses."""
+    data = _config(settings=[BASELINE, {"name": "n" * 65, "spec_type": "ngram-simple"}])
+    with pytest.raises(ConfigError, match=r"settings\[1\]\.name = 'n{65}': longer than 64 characters"):
+        parse_config(data)
+    assert parse_config(data, stored=True).settings[1].name == "n" * 65
+    assert parse_config(_config(settings=[BASELINE, {"name": "n" * 64, "spec_type": "ngram-simple"}]))
+
+
+def test_values_are_quoted_cut_and_a_yaml_error_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(_config(client_workers="w" * 5000))
+    assert str(info.value) == (
+        f"config: client_workers = '{'w' * 79}… (5000 characters): not a worker count; "
+        "fix: use a whole number from 1 to 256, or 'auto'"
+    )
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("repeats: 2\nsettings:\n  - name: baseline\n\tx: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith(f"{bad}:4:1: not valid YAML: found character '\\t' that cannot start any token")

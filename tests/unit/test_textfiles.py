@@ -4,12 +4,13 @@ and an atomic write that never leaves its tmp file behind."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.textfiles import check_output_path, read_text_utf8, write_text_atomic
+from specfrontier.textfiles import check_output_path, file_name_for, read_text_utf8, write_text_atomic
 
 LATIN1 = "name,value\nbaseline,caf\xe9\n".encode("latin-1")
 """A file saved as Latin-1: the first non-UTF-8 byte (0xe9) is at offset 23, on line 2."""
@@ -119,9 +120,63 @@ def test_an_interrupted_write_removes_its_tmp_and_reraises(tmp_path: Path, monke
     assert path.read_text() == "old"
 
 
-def test_a_directory_in_the_way_of_the_tmp_name_is_left_alone(tmp_path: Path) -> None:
+def test_something_named_like_the_old_tmp_file_is_left_alone(tmp_path: Path) -> None:
+    """The temporary file has a fresh name: a directory or a file called NAME.tmp is the user's, not ours."""
     (tmp_path / "r.html.tmp").mkdir()
-    with pytest.raises(ConfigError, match="cannot write it"):
-        write_text_atomic(tmp_path / "r.html", "new")
-    assert (tmp_path / "r.html.tmp").is_dir()
-    assert not (tmp_path / "r.html").exists()
+    (tmp_path / "r.json.tmp").write_text("mine")
+    write_text_atomic(tmp_path / "r.html", "new")
+    write_text_atomic(tmp_path / "r.json", "new")
+    assert (tmp_path / "r.html.tmp").is_dir() and (tmp_path / "r.json.tmp").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.html", "r.html.tmp", "r.json", "r.json.tmp"]
+
+
+def test_a_replaced_file_keeps_its_mode_and_a_new_one_gets_the_umask(tmp_path: Path) -> None:
+    kept = tmp_path / "kept.md"
+    kept.write_text("old")
+    kept.chmod(0o600)
+    write_text_atomic(kept, "new")
+    assert (kept.read_text(), stat.S_IMODE(kept.stat().st_mode)) == ("new", 0o600)
+    umask = os.umask(0o022)
+    try:
+        fresh = write_text_atomic(tmp_path / "fresh.md", "x")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o644  # as open() would create it, not mkstemp's 0600
+
+
+def test_a_dangling_symlink_is_written_through_to_its_target(tmp_path: Path) -> None:
+    link = tmp_path / "latest.html"
+    link.symlink_to(tmp_path / "runs" / "r1.html")
+    with pytest.raises(ConfigError, match=r"directory .*runs does not exist"):
+        check_output_path(link)  # the file written is the target: its folder must exist
+    (tmp_path / "runs").mkdir()
+    write_text_atomic(link, "page")
+    assert link.is_symlink() and (tmp_path / "runs" / "r1.html").read_text() == "page"
+
+
+def test_a_fifo_without_write_permission_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo, 0o444)
+    if os.access(fifo, os.W_OK):
+        pytest.skip("root writes every file")
+    with pytest.raises(ConfigError, match=r"-o = '.*pipe': not writable; fix: choose another path"):
+        check_output_path(fifo)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+@pytest.mark.parametrize(
+    ("label", "kept"),
+    [("steps2", True), ("eagle3:topk-4+d5", True), ("x" * 96, True), ("x" * 97, False), ("a/b", False), ("..", False)],
+)
+def test_file_names_for_labels_are_bounded_and_distinct(label: str, kept: bool) -> None:
+    name = file_name_for(label, ".log")
+    assert (name == label + ".log") is kept
+    assert len(name.encode()) <= 120 and "/" not in name and not name.startswith(".")
+    assert name != file_name_for(label + "y", ".log")
+
+
+def test_a_label_of_thousands_of_characters_names_a_file_that_can_be_made(tmp_path: Path) -> None:
+    names = {file_name_for("x" * n, ".log") for n in (260, 261, 5000)}
+    assert len(names) == 3  # cut to the same prefix, told apart by the hash
+    for name in names:
+        (tmp_path / name).write_text("ok")  # no `File name too long`

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.errors import ConfigError, SpecFrontierError, StoreError
+from specfrontier.errors import ConfigError, SpecFrontierError, StoreError, clip
 from specfrontier.store import Store
 
 if TYPE_CHECKING:
@@ -105,6 +105,16 @@ def _events(quiet: bool) -> SweepEvents:
     return SweepProgress(console, "quiet" if quiet else "lines", 0).events()
 
 
+ERROR_LINE_CHARACTERS = 2000
+"""Longest line of an error message printed; longer ones are cut (see `_bounded`)."""
+
+
+def _bounded(message: str) -> str:
+    """The message with each line cut to ERROR_LINE_CHARACTERS: the last guard for a user's value that an
+    error quotes whole (the config's errors quote values cut already; a 10 MB one made a 10 MB line)."""
+    return "\n".join(clip(line, ERROR_LINE_CHARACTERS) for line in message.split("\n"))
+
+
 def main() -> None:
     """Entry point: run the app and turn our errors into one line and an exit code."""
     try:
@@ -112,7 +122,7 @@ def main() -> None:
     except SpecFrontierError as exc:
         if _state["debug"]:
             raise
-        err.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
+        err.print(f"[red]{type(exc).__name__}[/red]: {escape(_bounded(str(exc)))}")
         sys.exit(2 if isinstance(exc, ConfigError) else 1)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -326,6 +326,8 @@ def tune(
     if not quiet:
         simulated = sweep.store.run(run_id).environment.get("simulated")
         note = " (SIMULATED: model predictions, not measurements)" if simulated else ""
+        if sweep.store.started_in_empty_file:  # allowed (a zero-byte file holds nothing to lose), but said
+            note = " (a new store, in the empty file that was there)" + note
         out.print(f"run [bold]{run_id}[/bold] -> store {escape(str(sweep.store.path))}{note}")
     output_closed: list[bool] = []
     try:

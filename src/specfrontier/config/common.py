@@ -9,14 +9,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
+from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE, MAX_SETTING_NAME
 from specfrontier.config.search import SearchConfig
 from specfrontier.config.workloads import WorkloadSpec
+from specfrontier.errors import clip, shown_value
 
 if TYPE_CHECKING:
     from specfrontier.engines.base import EngineOptions, EngineSetting
+
+
+STORED = "stored"
+"""Validation context key (`model_validate(..., context={STORED: True})`): the config is a stored run's,
+validated again to resume it; limits added since it was stored (`MAX_SETTING_NAME`) do not apply."""
 
 
 class _Strict(BaseModel):
@@ -257,7 +272,7 @@ class TuneBase(_Strict):
         ):
             return value
         raise ValueError(
-            f"client_workers = {value!r}: not a worker count; "
+            f"client_workers = {shown_value(value)}: not a worker count; "
             f"fix: use a whole number from 1 to {MAX_CLIENT_WORKERS}, or 'auto'"
         )
 
@@ -283,7 +298,8 @@ class TuneBase(_Strict):
         dupes = sorted({k for k in keys if keys.count(k) > 1})
         if dupes:
             raise ValueError(
-                f"workloads: key = {dupes[0]!r} appears twice; fix: give one of them a distinct name or sampling"
+                f"workloads: key = {shown_value(dupes[0])} appears twice; "
+                "fix: give one of them a distinct name or sampling"
             )
         return self
 
@@ -297,11 +313,20 @@ class TuneBase(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _names_unique_and_baseline_present(self) -> TuneBase:
+    def _names_unique_and_baseline_present(self, info: ValidationInfo) -> TuneBase:
         names = [s.name for s in self.all_settings()]
+        stored = bool(info.context and info.context.get(STORED))  # a run's config, stored before the limit
+        for i, name in enumerate(names):
+            if len(name) > MAX_SETTING_NAME and not stored:
+                raise ValueError(
+                    f"settings[{i}].name = {shown_value(name)}: longer than {MAX_SETTING_NAME} characters (it labels "
+                    f"report rows and names the server's log file); fix: shorten it to {MAX_SETTING_NAME} at most"
+                )
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"settings: name = {dupes[0]!r} appears twice; fix: give every setting a unique name")
+            raise ValueError(
+                f"settings: name = {shown_value(dupes[0])} appears twice; fix: give every setting a unique name"
+            )
         if not any(not s.speculative for s in self.all_settings()):
             raise ValueError(f"settings: {self.baseline_hint}; speedups are measured against it")
         return self
@@ -363,6 +388,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     """One line for the first problem: `<source>: <field> = <value>: <what>; fix: <action>`."""
     first = exc.errors()[0]
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".") or "(top level)"
+    where = clip(where)  # a mistyped key may itself be megabytes long
     message = str(first["msg"]).removeprefix("Value error, ")
     more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
     if "fix:" in message:
@@ -370,13 +396,14 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     if first["type"] == "missing":
         return f"{source}: {where}: missing; fix: add this key{more}"
     value = first.get("input")
-    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    shown = shown_value(value) if not isinstance(value, dict) else "{...}"  # cut: a value may be megabytes
     fix = _FIX_BY_ERROR_TYPE.get(first["type"], "correct this value")
     return f"{source}: {where} = {shown}: {message}; fix: {fix}{more}"
 
 
 __all__ = [
     "LISTEN_FLAGS",
+    "STORED",
     "ExecutorConfig",
     "LoadConfig",
     "SettingRefused",

@@ -18,4 +18,9 @@ MAX_RATE = 100000.0
 MAX_CLIENT_WORKERS = 256
 """Client processes per cell."""
 
-__all__ = ["MAX_CLIENT_WORKERS", "MAX_CONCURRENCY", "MAX_RATE"]
+MAX_SETTING_NAME = 64
+"""Characters of a listed setting's name: it labels report rows, progress lines and the commands printed,
+and a server log file is named after it (260 characters failed the launch with `File name too long`).
+Names a search derives from a listed one (`-d5`, `-2`) may be a few characters longer."""
+
+__all__ = ["MAX_CLIENT_WORKERS", "MAX_CONCURRENCY", "MAX_RATE", "MAX_SETTING_NAME"]

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specfrontier.errors import shown_value
 from specfrontier.workloads.sources import PACKAGE_SOURCES
 
 SYNTHETIC = "synthetic-greedy"
@@ -63,7 +64,9 @@ class WorkloadSpec(BaseModel):
             raise ValueError("workloads[].source = {}: an empty mix; fix: give at least one source")
         for n in names:
             if not _known_source(n):
-                raise ValueError(f"workloads[].source = {n!r}: unknown source; fix: use one of {source_choices()}")
+                raise ValueError(
+                    f"workloads[].source = {shown_value(n)}: unknown source; fix: use one of {source_choices()}"
+                )
         return source
 
     @property

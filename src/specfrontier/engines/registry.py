@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specfrontier.engines.base import EngineAdapter, EngineSetting, ParamNames, ScheduleFormat
-from specfrontier.errors import ConfigError
+from specfrontier.errors import ConfigError, shown_value
 
 if TYPE_CHECKING:
     from specfrontier.config.common import TuneBase
@@ -103,7 +103,7 @@ def spec(name: str, *, where: str = "engine.name") -> EngineSpec:
     """The registered engine `name`; ConfigError naming the known ones otherwise."""
     found = _ENGINES.get(name)
     if found is None:
-        raise ConfigError(f"{where} = {name!r}: unknown engine; fix: use one of {', '.join(engine_names())}")
+        raise ConfigError(f"{where} = {shown_value(name)}: unknown engine; fix: use one of {', '.join(engine_names())}")
     return found
 
 

@@ -57,6 +57,7 @@ from specfrontier.engines.sglang_rules import (
 )
 from specfrontier.errors import ConfigError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
+from specfrontier.textfiles import file_name_for
 
 SpecAlgorithm = str
 """An SGLang speculative algorithm name (`sglang_rules.DOCUMENTED_ALGORITHMS`, narrowed by the installed `--help`)."""
@@ -403,7 +404,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     def _adaptive_file(self, setting: SGLangSetting) -> Path:
         text = json.dumps(adaptive_config_json(setting.adaptive_config or {}), indent=2)
-        return self.launch_file(f"{setting.name}.adaptive.json", text)
+        return self.launch_file(file_name_for(setting.name, ".adaptive.json"), text)
 
     def version(self) -> str:
         return "sglang (version from /server_info)"

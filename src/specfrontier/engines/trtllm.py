@@ -109,6 +109,7 @@ from specfrontier.engines.registry import EngineSpec, register, register_schedul
 from specfrontier.engines.trtllm_tree import TREE_KEYS, check_tree
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
+from specfrontier.textfiles import file_name_for
 
 DecodingType = Literal["Eagle3", "MTP", "NGram", "DraftTarget"]
 NEEDS_DRAFT_MODEL = ("Eagle3", "DraftTarget")
@@ -678,7 +679,7 @@ class TrtllmAdapter(EngineAdapter[TrtllmSetting]):
         """Write the setting's options file (beside the run's logs in a sweep, `launch_file`); return its path."""
         text = "# written by specfrontier for trtllm-serve (--config / --extra_llm_api_options)\n"
         text += yaml.safe_dump(llm_api_options(setting, self.options), sort_keys=False)
-        return self.launch_file(f"{setting.name}.yaml", text)
+        return self.launch_file(file_name_for(setting.name, ".yaml"), text)
 
     def command(self, setting: TrtllmSetting, *, port: int, max_concurrency: int) -> list[str]:
         """`--max_batch_size` is the setting's, else the sweep's highest concurrency (TensorRT-LLM's default,

@@ -66,6 +66,7 @@ from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.store import Store
+from specfrontier.textfiles import file_name_for
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
 
@@ -265,7 +266,7 @@ class Sweep:
         todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
         if not todo:
             return
-        log_path = self.log_dir / run_id / f"{setting.name}.log"
+        log_path = self.log_dir / run_id / file_name_for(setting.name, ".log")
         server: ServerProcess | None = None
         stored = 0
         try:
@@ -498,7 +499,7 @@ def open_sweep(
             raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
         if row.status == "done":
             raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
-        runner = make_runner(parse_config(row.config, source=f"run {resume} config"), events)
+        runner = make_runner(parse_config(row.config, source=f"run {resume} config", stored=True), events)
         runner.prepare()
         runner.attach(store)
         store.claim_run(resume)  # one writer per run: a second `--resume` of it stops here with a StoreError

@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from specfrontier.errors import StoreError
+from specfrontier.errors import StoreError, clip
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
-from specfrontier.store.failures import converted
+from specfrontier.store.failures import converted, fix_for
 from specfrontier.store.owner import Owner, current_owner, is_alive
 from specfrontier.store.schema import DDL, MIGRATIONS, READABLE_VERSIONS, RUN_OWNER_DDL, SCHEMA_VERSION
 
@@ -46,8 +46,17 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 _T = TypeVar("_T")
 
 
+_RUN_ID_DRAWS = 64
+"""Ids drawn for a new run before giving up (65536 per second: reached only if something is wrong)."""
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    """`YYYYMMDD-HHMMSS-xxxx` (UTC, 4 random hex digits): sorts by creation time, short to type."""
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +196,11 @@ class Store:
         """The store's schema version (an older readable one when opened read-only)."""
         self.access = Access.read_write
         """How the file is open: read-write, read-only (mode=ro) or immutable (read-only folder fallback)."""
+        self.created = False
+        """Whether this open created the schema (a new store)."""
+        self.started_in_empty_file = False
+        """Whether the new store was started in a zero-byte file that was already there (`touch`, `mktemp`):
+        allowed, since it held nothing to lose, and `tune` says so instead of doing it silently."""
         with converted(path, "opening", writing=not read_only):
             if read_only:
                 self._db = self._open_read_only()
@@ -200,13 +214,19 @@ class Store:
             raise StoreError(
                 f"store = {str(self.path)!r}: cannot create its folder ({exc}); fix: choose a writable path"
             ) from exc
+        existed = self.path.exists()
         db = connect(self.path, Access.read_write)
         try:
             self._db = db
             self._require_specfrontier(allow_empty=True)
-            db.execute("PRAGMA journal_mode=WAL")
+            self._require_undamaged()
             db.execute("PRAGMA foreign_keys=ON")
             self._init_schema()
+            # WAL only once the schema is in: switching writes the header page, and a second process
+            # opening the new store in between would see an SQLite file with no tables, which
+            # `_require_specfrontier` refuses (another program's database); until its commit it sees none
+            db.execute("PRAGMA journal_mode=WAL")
+            self.started_in_empty_file = existed and self.created
         except BaseException:
             db.close()
             raise
@@ -231,13 +251,29 @@ class Store:
 
     def _require_specfrontier(self, *, allow_empty: bool) -> None:
         """Refuse a file that holds no specfrontier store: a reader must not mistake (or turn) an empty
-        file or another program's database for one; a writer may start a store only in an empty one."""
+        file or another program's database for one; a writer may start a store only in a file with
+        nothing in it (none, or zero bytes: SQLite counts no page). A file that is not SQLite at all fails
+        the first read with SQLITE_NOTADB (`failures.fix_for`: not-sqlite), before anything is written."""
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "meta" in tables or (allow_empty and not tables):
+        if "meta" in tables:
             return
-        what = "no tables" if not tables else "no meta table"
+        pages = int(self._db.execute("PRAGMA page_count").fetchone()[0])
+        if allow_empty and not tables and pages == 0:
+            return
+        what = "no meta table" if tables else "no tables" if pages == 0 else "an SQLite database with no tables"
         fix = "pass the --store written by `specfrontier tune`" + (", or a new file name" if allow_empty else "")
         raise StoreError(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
+
+    def _require_undamaged(self) -> None:
+        """Refuse to write into a damaged store: SQLite finds a damaged page only when it reads it, so
+        `tune` used to add a whole new run (exit 0) to a store whose cells could no longer be read.
+        `PRAGMA quick_check` reads every page once before anything is written (0.85 s for a 512 MB store,
+        warm cache); a damage it finds, or one that stops it, gets the same fix as a read that meets it."""
+        problem = str(self._db.execute("PRAGMA quick_check(1)").fetchone()[0])
+        if problem != "ok":
+            said = clip(" ".join(problem.split()))
+            fix = fix_for("corrupt", self.path, writing=True, run_id=None)
+            raise StoreError(f"store = {str(self.path)!r}: opening: damaged ({said}){fix}")
 
     def _stored_version(self) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -267,6 +303,7 @@ class Store:
                 self._check_version()
                 self._migrate(db)
             else:
+                self.created = True
                 for statement in DDL.split(";"):
                     if statement.strip():
                         db.execute(statement)
@@ -320,9 +357,23 @@ class Store:
     # -- runs ----------------------------------------------------------------------------------
     @_guarded("creating a run", writes=True)
     def create_run(self, *, engine: str, config: dict[str, Any], environment: dict[str, Any]) -> str:
-        """A new run, status running, claimed by this process in the same transaction."""
-        run_id = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+        """A new run, status running, claimed by this process in the same transaction.
+
+        Its id is the second it was created plus 4 random hex digits (`new_run_id`): two runs created in
+        one second (two tunes started together, a script) draw again while the drawn id is taken. The
+        check and the insert share one BEGIN IMMEDIATE transaction, so no other writer can take the id
+        in between; before, a collision failed the second run with a duplicate-key error."""
         with self._transaction() as db:
+            run_id = new_run_id()
+            for _ in range(_RUN_ID_DRAWS):
+                if db.execute("SELECT 1 FROM run WHERE run_id=?", (run_id,)).fetchone() is None:
+                    break
+                run_id = new_run_id()
+            else:
+                raise StoreError(
+                    f"store = {str(self.path)!r}: no free run id after {_RUN_ID_DRAWS} draws in one second; "
+                    "fix: run the command again"
+                )
             db.execute(
                 "INSERT INTO run(run_id, created_at, engine, status, config_json, environment_json) "
                 "VALUES (?, ?, ?, 'running', ?, ?)",

@@ -164,12 +164,11 @@ def _corrupt_middle_page(path: Path) -> None:
         fh.write(b"\xff" * page_size)
 
 
-@pytest.mark.parametrize("read_only", [True, False])
-def test_a_damaged_page_is_one_store_error_with_the_recover_fix(tmp_path: Path, read_only: bool) -> None:
+def test_a_damaged_page_is_one_store_error_with_the_recover_fix(tmp_path: Path) -> None:
     path = tmp_path / "runs.db"
     run_id = _closed(path)
     _corrupt_middle_page(path)
-    store = Store(path, read_only=read_only)  # page 1 (the schema) is intact: the damage shows on reading
+    store = Store(path, read_only=True)  # page 1 (the schema) is intact: the damage shows on reading
     assert store.run(run_id).run_id == run_id
     with pytest.raises(StoreError) as info:
         store.cells(run_id)
@@ -180,6 +179,22 @@ def test_a_damaged_page_is_one_store_error_with_the_recover_fix(tmp_path: Path, 
         f"; fix: restore a copy, or recover what is readable with `sqlite3 {path} .recover | sqlite3 NEW.db`"
     )
     store.close()
+
+
+def test_a_damaged_page_refuses_a_writable_open_before_anything_is_written(tmp_path: Path) -> None:
+    """A writer checks every page first (`PRAGMA quick_check`): nothing is added to a damaged store."""
+    path = tmp_path / "runs.db"
+    _closed(path)
+    _corrupt_middle_page(path)
+    before = _snapshot(path)
+    with pytest.raises(StoreError) as info:
+        Store(path)
+    message = _one_line(info)
+    assert message.startswith(f"store = {str(path)!r}: opening: damaged (*** in database main *** Page ")
+    assert message.endswith(
+        f"; fix: restore a copy, or recover what is readable with `sqlite3 {path} .recover | sqlite3 NEW.db`"
+    )
+    assert _snapshot(path) == before
 
 
 def test_a_text_file_is_not_an_sqlite_file(tmp_path: Path) -> None:
