@@ -16,6 +16,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
@@ -266,6 +267,8 @@ class RunData:
     """Agentic session replay: per-turn latency and acceptance (`analysis.sessions`)."""
     slos: tuple[Slo, ...] = ()
     """The SLOs goodput was computed under (`report --slo`, `tune --slo`); empty: no goodput."""
+    store_path: Path | None = None
+    """The store the run was read from: the commands a report prints name it (`--store`)."""
 
     @property
     def allow_unsafe(self) -> bool:
@@ -478,7 +481,7 @@ def load_run(store: Store, run_id: str, slos: Sequence[Slo] = ()) -> RunData:
     tolerance = float(run.config.get("divergence_tolerance", DEFAULT_TOLERANCE))
     gate = tuple(correctness_gate(rows, baseline, tolerance))
     cells = tuple(summarise_cells(rows, slos))
-    return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos))
+    return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos), store_path=store.path)
 
 
 def figure_json(fig: OverRepeats) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from specfrontier.cli.app import (
     console,
     err,
 )
+from specfrontier.commands import bench_again_command, report_command
 from specfrontier.errors import EngineError
 from specfrontier.store import Store
 
@@ -62,19 +63,25 @@ def run_bench(
 
     run_id, status, failure = asyncio.run(main())
     if status == "interrupted":
-        err.print(f"interrupted: finished cells of run {run_id} are stored in {options.store} (bench does not resume)")
+        err.print(
+            f"interrupted: finished cells of run {run_id} are stored in {escape(str(options.store))} (bench does not "
+            f"resume); report: {escape(report_command(run_id, options.store))}"
+        )
         raise typer.Exit(130)
     if failure is not None and status == "failed":
         raise failure  # no cell stored: the one line is all there is to say (exit 1)
-    print_report(load_run(Store(options.store, read_only=True), run_id), console)
+    data = load_run(Store(options.store, read_only=True), run_id)
+    print_report(data, console)
     console.print(
         f"\nstored as run {run_id} in {escape(str(options.store))}; "
-        f"again with: specfrontier report {run_id} --store {escape(str(options.store))}"
+        f"again with: {escape(report_command(run_id, options.store))}",
+        soft_wrap=True,  # one line, so the command can be pasted whole
     )
     if failure is not None:
         err.print(
-            f"[yellow]INCOMPLETE: {escape(str(failure).splitlines()[0])}; the cells above were measured before it "
-            "(bench does not resume: run it again once the server is fixed)[/yellow]"
+            f"[yellow]INCOMPLETE: {escape(str(failure).splitlines()[0])}; the cells above were measured before it; "
+            f"fix: bench does not resume: once the server is fixed, run "
+            f"{escape(bench_again_command(data.run.config['bench'], options.store))}[/yellow]"
         )
         raise typer.Exit(3)
 
@@ -102,6 +109,14 @@ def bench(
         float | None,
         typer.Option("--cell-duration", help="Closed loop: keep sending whole passes until this many seconds."),
     ] = None,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            "--request-timeout",
+            help="Seconds one request may take, send to end of stream (finite, at most 7200): a server that "
+            "stops streaming fails the request then, and 3 in a row stop the run.",
+        ),
+    ] = 300.0,
     store: StoreOption = Path("specfrontier.db"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
     client_workers: Annotated[
@@ -122,7 +137,7 @@ def bench(
     options = BenchOptions(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
-        rounds_per_cell=rounds, cell_duration_s=cell_duration, store=store,
+        rounds_per_cell=rounds, cell_duration_s=cell_duration, request_timeout_s=request_timeout, store=store,
         client_workers=parse_client_workers(client_workers),
         keep_alive=keep_alive,
     )  # fmt: skip

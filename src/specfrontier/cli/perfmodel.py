@@ -19,6 +19,7 @@ from specfrontier.cli.app import (
     app,
     console,
 )
+from specfrontier.commands import command, store_args
 from specfrontier.errors import ConfigError
 from specfrontier.store import Store
 
@@ -40,7 +41,7 @@ def run_import(path: Path, *, engine: str | None, store_path: Path, console: Con
         f"imported {len(table.cells)} cells of {len(table.settings)} settings ({escape(table.engine)}) from "
         f"{escape(str(path))} as run [bold]{run_id}[/bold] in {escape(str(store_path))}"
     )
-    console.print(f"fit the model with: specfrontier plan {run_id} --store {escape(str(store_path))}")
+    console.print(f"fit the model with: {escape(command('plan', run_id, *store_args(store_path)))}", soft_wrap=True)
     return run_id
 
 

@@ -15,6 +15,7 @@ from specfrontier.cli.app import (
     app,
     console,
 )
+from specfrontier.commands import command, store_args
 from specfrontier.errors import ConfigError
 
 
@@ -42,7 +43,8 @@ def report(
     opened = _open_existing(store, read_only=True)
     if opened.imported_cells(run_id):
         raise ConfigError(
-            f"run = {run_id!r}: imported figures, no stored requests to report; fix: `specfrontier plan {run_id}`"
+            f"run = {run_id!r}: imported figures, no stored requests to report; "
+            f"fix: `{command('plan', run_id, *store_args(store))}`"
         )
     run_report(opened, run_id, fmt.value, output, console, slos)
 

@@ -21,6 +21,7 @@ from specfrontier.cli.app import (
     console,
     err,
 )
+from specfrontier.commands import report_command, resume_command
 from specfrontier.errors import ConfigError
 from specfrontier.store import Store
 
@@ -250,7 +251,12 @@ def tune(
     ] = None,
     store: Annotated[Path | None, typer.Option("--store", help="SQLite store (overrides the config's).")] = None,
     resume: Annotated[
-        str | None, typer.Option("--resume", help="Continue an interrupted run (its stored config is used).")
+        str | None,
+        typer.Option(
+            "--resume",
+            help="Continue an interrupted run (its stored config is used; with --config, only its extra_args and "
+            "timeouts may change).",
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
     events: Annotated[
@@ -304,22 +310,32 @@ def tune(
         raise ConfigError(f"--events = {events!r}: unknown event format; fix: use --events jsonl")
 
     slos = parse_slo(slo)  # before any server is launched
-    cfg = _tune_config(config, engine, profile, face, time_scale) if resume is None else None
-    if cfg is not None and cfg.space_summary and not quiet:
-        _say(escape(cfg.space_summary))
+    cfg: TuneConfig | None = None
+    if resume is None:
+        new = _tune_config(config, engine, profile, face, time_scale)
+        if new.space_summary and not quiet:
+            _say(escape(new.space_summary))
+        new = apply_search_options(new, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
+        cfg = apply_executor_options(new, executor=executor, address=address)
     if dry_run:
         _dry_run(cfg)
         return
-    if cfg is None:
+    if resume is not None:
         refuse_on_resume(search, max_launches, max_engine_s)
         if executor is not None or address is not None:
             raise ConfigError(
                 "--executor/--address with --resume: a resumed run keeps its stored executor; fix: drop them"
             )
-    else:
-        cfg = apply_search_options(cfg, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
-        cfg = apply_executor_options(cfg, executor=executor, address=address)
-    sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents())
+        if config is None and (engine, profile, face, time_scale) != (None, None, None, None):
+            raise ConfigError(
+                "--engine/--profile/--face/--time-scale with --resume: a resumed run keeps its stored engine; "
+                "fix: drop them"
+            )
+        cfg = None if config is None else _tune_config(config, engine, profile, face, time_scale)
+    changes: list[str] = []
+    sweep, run_id = open_sweep(cfg, store, resume=resume, events=SweepEvents(), changes=changes)
+    for change in changes:  # the store keeps them too (the run's environment: resume_changes)
+        _say(f"resume {run_id} with {escape(str(config))}: changed {escape(change)}")
     progress = _progress(quiet, events, sweep.config, sweep.store, run_id)
     out = progress.console  # stderr in JSON-lines mode: stdout carries only the events
     sweep.events = progress.events()
@@ -336,8 +352,8 @@ def tune(
     except (KeyboardInterrupt, asyncio.CancelledError):
         cause = "stdout was closed (broken pipe); " if output_closed else ""
         _say(
-            f"interrupted: {cause}every finished cell is stored; resume with: specfrontier tune --resume {run_id} "
-            f"--store {sweep.store.path}"
+            f"interrupted: {cause}every finished cell is stored; resume with: "
+            f"{escape(resume_command(run_id, sweep.store.path))}"
         )
         raise typer.Exit(130) from None
     data = load_run(sweep.store, run_id, slos)
@@ -345,10 +361,11 @@ def tune(
     print_search_trace(sweep.planner, out)
     out.print(
         f"\nstored as run {run_id} in {escape(str(sweep.store.path))}; "
-        f"again with: specfrontier report {run_id} --store {escape(str(sweep.store.path))}"
+        f"again with: {escape(report_command(run_id, sweep.store.path))}",
+        soft_wrap=True,  # one line, so the command can be pasted whole
     )
     progress.finished(run_id, write_tune_html(sweep.store, run_id, data, out))
-    _companion(cfg, sweep.store, data, out)
+    _companion(cfg if resume is None else None, sweep.store, data, out)
     summary = outcome.summary(run_id, sweep.store.path)
     if summary is not None:
         _say(f"[red]{escape(summary)}[/red]" if outcome.status == "failed" else f"[yellow]{escape(summary)}[/yellow]")

@@ -7,7 +7,7 @@ one line that names the field, the value seen and the fix. Nothing here launches
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,7 +20,14 @@ from pydantic import (
     model_validator,
 )
 
-from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE, MAX_SETTING_NAME
+from specfrontier.config.limits import (
+    MAX_CLIENT_WORKERS,
+    MAX_CONCURRENCY,
+    MAX_RATE,
+    MAX_REQUEST_TIMEOUT_S,
+    MAX_SETTING_NAME,
+    MAX_STARTUP_TIMEOUT_S,
+)
 from specfrontier.config.search import SearchConfig
 from specfrontier.config.workloads import WorkloadSpec
 from specfrontier.errors import clip, shown_value
@@ -76,6 +83,12 @@ class SettingRefused(ValueError):
     def __init__(self, message: str, rule: str) -> None:
         super().__init__(message)
         self.rule = rule
+
+
+def startup_timeout(default: float, description: str) -> Any:
+    """The `startup_timeout_s` field every engine's options declare: finite, above 0 and at most
+    `MAX_STARTUP_TIMEOUT_S`, so a server that never becomes ready cannot hold the run for good."""
+    return Field(default, gt=0, le=MAX_STARTUP_TIMEOUT_S, allow_inf_nan=False, description=description)
 
 
 class _LaunchArgs(_Strict):
@@ -226,7 +239,13 @@ class TuneBase(_Strict):
     warmup_rounds: int = Field(
         1, ge=0, le=100, description="Unmeasured rounds at the highest concurrency after each server launch."
     )
-    request_timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
+    request_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        le=MAX_REQUEST_TIMEOUT_S,
+        allow_inf_nan=False,
+        description=f"Per-request timeout in seconds (finite, at most {MAX_REQUEST_TIMEOUT_S:g}).",
+    )
     max_consecutive_timeouts: int = Field(
         3,
         ge=1,
@@ -379,6 +398,7 @@ _FIX_BY_ERROR_TYPE = {
     "int_parsing": "use a whole number",
     "int_from_float": "use a whole number",
     "float_parsing": "use a number",
+    "finite_number": "use a finite number (.inf and .nan are refused: a limit must end)",
     "bool_parsing": "use true or false",
     "string_pattern_mismatch": "use letters, digits and . _ : + - only",
 }
@@ -413,4 +433,5 @@ __all__ = [
     "check_extra_args",
     "describe_validation_error",
     "listen_flag",
+    "startup_timeout",
 ]

@@ -23,4 +23,20 @@ MAX_SETTING_NAME = 64
 and a server log file is named after it (260 characters failed the launch with `File name too long`).
 Names a search derives from a listed one (`-d5`, `-2`) may be a few characters longer."""
 
-__all__ = ["MAX_CLIENT_WORKERS", "MAX_CONCURRENCY", "MAX_RATE", "MAX_SETTING_NAME"]
+MAX_REQUEST_TIMEOUT_S = 7200.0
+"""Per-request timeout (`request_timeout_s`, `bench --request-timeout`), in seconds: two hours is 65,536
+output tokens (the `max_tokens` cap) at 9 tok/s. A timeout must be finite: `.inf` let a server that
+answered 200 and then sent nothing hang the run for good."""
+
+MAX_STARTUP_TIMEOUT_S = 21600.0
+"""Start-up timeout of a launched server (`engine.startup_timeout_s`), in seconds: six hours covers the
+slowest load we know of (a large TensorRT-LLM engine built on first start); finite for the same reason."""
+
+__all__ = [
+    "MAX_CLIENT_WORKERS",
+    "MAX_CONCURRENCY",
+    "MAX_RATE",
+    "MAX_REQUEST_TIMEOUT_S",
+    "MAX_SETTING_NAME",
+    "MAX_STARTUP_TIMEOUT_S",
+]

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import TuneBase
+from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
     Detected,
@@ -154,7 +154,7 @@ class LlamaCppEngine(EngineOptions):
     draft_model: Path | None = Field(None, description="Draft GGUF for spec_type draft-simple (-md).")
     threads: int = Field(1, ge=1, le=1024, description="-t: compute threads of the server.")
     ctx_size: int = Field(8192, ge=256, description="-c: total context (tokens) shared by the slots.")
-    startup_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for /health before failing.")
+    startup_timeout_s: float = startup_timeout(120.0, "Seconds to wait for /health before failing.")
     extra_args: tuple[str, ...] = Field(
         (), description="More llama-server arguments for every setting (not --host/--port)."
     )

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 import aiohttp
 from pydantic import Field, field_validator, model_validator
 
-from specfrontier.config.common import TuneBase
+from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
     Detected,
@@ -262,7 +262,7 @@ class SGLangEngine(EngineOptions):
     python: Path | None = Field(None, description="Python that has sglang installed (default: this one).")
     tp_size: int = Field(1, ge=1, le=64, description="--tp-size.")
     mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0, description="--mem-fraction-static.")
-    startup_timeout_s: float = Field(900.0, gt=0, description="Seconds to wait for /health_generate.")
+    startup_timeout_s: float = startup_timeout(900.0, "Seconds to wait for /health_generate.")
     extra_args: tuple[str, ...] = Field((), description="More launch arguments for every setting (not --host/--port).")
 
 

@@ -18,7 +18,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from specfrontier.config.common import TuneBase, WorkloadConfig
+from specfrontier.config.common import TuneBase, WorkloadConfig, startup_timeout
 from specfrontier.engines.base import EngineOptions
 from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.engines.sglang import SGLangAdapter, SGLangSetting, default_settings
@@ -33,7 +33,7 @@ class SimEngine(EngineOptions):
         "virtual", description="virtual: in-process, virtual time; http: a server process with SGLang's interface."
     )
     time_scale: float = Field(1.0, gt=0.0, le=1000.0, description="http face: simulated seconds per wall second.")
-    startup_timeout_s: float = Field(60.0, gt=0, description="http face: seconds to wait for readiness.")
+    startup_timeout_s: float = startup_timeout(60.0, "http face: seconds to wait for readiness.")
     seed: int = Field(0, description="Random seed of the simulated acceptance and output lengths.")
     workload_class: str = Field("synthetic", description="Workload class of the profile (acceptance, lengths).")
     input_tokens: int = Field(128, ge=1, le=1_000_000, description="Prompt tokens per simulated request.")

@@ -94,7 +94,7 @@ import aiohttp
 import yaml
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import TuneBase
+from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
     Detected,
@@ -345,7 +345,7 @@ class TrtllmEngine(EngineOptions):
     kv_cache_free_gpu_memory_fraction: float | None = Field(
         None, gt=0.0, le=1.0, description="--kv_cache_free_gpu_memory_fraction (unset: TensorRT-LLM's 0.9)."
     )
-    startup_timeout_s: float = Field(1800.0, gt=0, description="Seconds to wait for /health_generate.")
+    startup_timeout_s: float = startup_timeout(1800.0, "Seconds to wait for /health_generate.")
     extra_options: dict[str, Any] = Field(
         default_factory=dict, description="More options-file keys for every setting (e.g. cuda_graph_config)."
     )

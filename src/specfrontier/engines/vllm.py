@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import TuneBase
+from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
     Detected,
@@ -285,7 +285,7 @@ class VllmEngine(EngineOptions):
     cpu_kvcache_space_gib: float | None = Field(
         None, gt=0, le=4096, description="CPU backend: VLLM_CPU_KVCACHE_SPACE, the KV cache in GiB."
     )
-    startup_timeout_s: float = Field(900.0, gt=0, description="Seconds to wait for /health.")
+    startup_timeout_s: float = startup_timeout(900.0, "Seconds to wait for /health.")
     extra_args: tuple[str, ...] = Field((), description="More launch arguments for every setting (not --host/--port).")
 
 

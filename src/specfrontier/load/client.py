@@ -6,7 +6,8 @@ Why it is built this way (see the workloads reference, part B):
   read, so that coalesced events are not given fake microsecond gaps and parsing cost is never charged
   to the next token.
 - Output token counts come from the server's `usage`, never from counting chunks: with speculative
-  decoding one chunk can carry all tokens accepted in a verify step.
+  decoding one chunk can carry all tokens accepted in a verify step. (`bench` alone, measuring a server
+  that ignores `stream_options.include_usage`, may count chunks instead: `tokens_from_chunks`.)
 - Server-side failures never raise. A sweep must keep going and report an error rate; only
   programming errors propagate. The one exception is a server that stopped answering: after
   `max_consecutive_timeouts` timeouts in a row (no success between them) `send` raises `EngineStalled`,
@@ -260,6 +261,7 @@ class StreamingClient:
         extra_body: Mapping[str, Any] | None = None,
         keep_alive: bool = True,
         max_consecutive_timeouts: int | None = None,
+        tokens_from_chunks: bool = False,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
@@ -290,6 +292,12 @@ class StreamingClient:
         self.max_consecutive_timeouts = max_consecutive_timeouts
         """Timeouts in a row after which `send` raises EngineStalled (None: never)."""
         self.consecutive_timeouts = 0
+        self.tokens_from_chunks = tokens_from_chunks
+        """A stream that ends without `usage` counts one output token per content chunk instead of failing
+        (`bench`: a server that is not ours may ignore `stream_options.include_usage`). A lower bound where
+        the server speculates (one chunk can carry several tokens), so `tune` leaves it off."""
+        self.chunk_counted = 0
+        """Requests whose output tokens were counted from chunks (`tokens_from_chunks`)."""
         self.reads = 0
         """Network reads of streamed bodies so far (client health: events per read, per second)."""
         self.events = 0
@@ -444,8 +452,11 @@ class StreamingClient:
             return f"stream ended without [DONE]{detail}", eof_ns
         if state.finish_reason is None:
             return "stream ended without finish_reason", done_ns
+        if state.completion_tokens is None and self.tokens_from_chunks:
+            state.completion_tokens = len(state.chunk_ns)
+            self.chunk_counted += 1
         if state.completion_tokens is None:
-            return "stream ended without usage", done_ns
+            return "stream ended without usage (the server ignored stream_options.include_usage)", done_ns
         return None, done_ns
 
 

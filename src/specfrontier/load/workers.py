@@ -112,6 +112,7 @@ class ClientSpec:
     extra_body: dict[str, Any] = field(default_factory=dict)
     keep_alive: bool = True
     max_consecutive_timeouts: int | None = None
+    tokens_from_chunks: bool = False
 
     @classmethod
     def of(cls, client: StreamingClient) -> ClientSpec:
@@ -123,6 +124,7 @@ class ClientSpec:
             client.extra_body,
             client.keep_alive,
             client.max_consecutive_timeouts,
+            client.tokens_from_chunks,
         )
 
     def build(self) -> StreamingClient:
@@ -134,6 +136,7 @@ class ClientSpec:
             extra_body=self.extra_body,
             keep_alive=self.keep_alive,
             max_consecutive_timeouts=self.max_consecutive_timeouts,
+            tokens_from_chunks=self.tokens_from_chunks,
         )
 
 

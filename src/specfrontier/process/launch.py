@@ -90,6 +90,26 @@ def tail_of(path: Path, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_CAUSE_WORDS = ("error", "exception", "out of memory", "oom", "fatal", "failed", "cannot", "can't", "abort")
+"""Words of a log line that says why a server stopped (Python exceptions, CUDA OOM, llama.cpp's errors)."""
+_CAUSE_CHARS = 300
+
+
+def log_cause(tail: str) -> str | None:
+    """The last meaningful line of a server log's tail: the last line naming an error (e.g. `torch.
+    OutOfMemoryError: CUDA out of memory ...`), else the last line that is not blank nor a traceback
+    frame; None for an empty log. Why: "exited with status 1" alone sends the user to the log for a
+    cause the log states in one line."""
+    lines = [ln.strip() for ln in tail.splitlines()]
+    meaningful = [
+        ln for ln in lines if ln and not ln.startswith(('File "', "Traceback (most recent call last)", "^", "~"))
+    ]
+    if not meaningful:
+        return None
+    found = next((ln for ln in reversed(meaningful) if any(w in ln.lower() for w in _CAUSE_WORDS)), meaningful[-1])
+    return found if len(found) <= _CAUSE_CHARS else found[: _CAUSE_CHARS - 3] + "..."
+
+
 class ServerProcess:
     """One server process group: start, wait until healthy, stop. Usable as a context manager."""
 
@@ -150,10 +170,13 @@ class ServerProcess:
             while True:
                 code = self.exited()
                 if code is not None:
+                    tail = tail_of(self.log_path)
+                    cause = log_cause(tail)
+                    said = f"; its log says: {cause}" if cause else ""
                     raise EngineStartError(
-                        f"server {describe_exit(code)} before it was ready",
+                        f"server {describe_exit(code)} before it was ready{said} (log: {self.log_path})",
                         log_path=self.log_path,
-                        log_tail=tail_of(self.log_path),
+                        log_tail=tail,
                     )
                 with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
                     async with session.get(url) as resp:

@@ -112,7 +112,12 @@ class SweepProgress:
     def events(self) -> SweepEvents:
         if self.mode == "quiet":
             return SweepEvents()
-        return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell, self.on_placed)
+        return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell, self.on_placed, self.on_relaunch)
+
+    def on_relaunch(self, setting: EngineSetting, why: str) -> None:
+        """The setting's server is launched again: say why before the second "launching" line."""
+        self._emit("setting_relaunch", setting=setting.name, reason=why)
+        self._line(f"  [yellow]relaunch[/yellow]: {escape(why)}")
 
     def on_placed(self, setting: EngineSetting, where: str) -> None:
         """A setting placed on a node of a cluster (Ray executor): which setting runs where."""

@@ -225,12 +225,13 @@ def flag_lines(data: RunData) -> list[str]:
                 "(its cells are not used for recommendations)"
             )
     want = data.expected_repeats
+    rest = "`bench` run again measures it whole" if "bench" in data.run.config else "`tune --resume` measures the rest"
     for c in data.cells:
         at = data.level_text(c.level)
         if c.repeats < want:
             lines.append(
                 f"{c.setting} {at}: incomplete, {c.repeats} of {want} repeats stored (not used for recommendations; "
-                "`tune --resume` measures the rest)"
+                f"{rest})"
             )
         if c.errors:
             lines.append(f"{c.setting} {at}: {c.errors} of {c.requests} requests failed")

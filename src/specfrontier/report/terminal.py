@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
+from specfrontier.commands import bench_again_command, resume_command
 from specfrontier.metrics.timeslices import SPIKE_FACTOR
 from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.tables import (
@@ -39,6 +42,29 @@ def print_table(table: Table, console: Console) -> None:
         console.print(escape(note), style="table.caption")
 
 
+def completion_hint(data: RunData) -> str:
+    """What completes a partial run, as a command that can be pasted: `tune --resume` for a tune run; a
+    `bench` run does not resume (the server is the user's), so the same bench is run again."""
+    bench = data.run.config.get("bench")
+    if isinstance(bench, dict):
+        return f"bench does not resume; measure it again with: {bench_again_command(bench, data.store_path)}"
+    return f"complete it with: {resume_command(data.run.run_id, data.store_path)}"
+
+
+def resume_change_lines(environment: dict[str, Any]) -> list[str]:
+    """What a `tune --resume RUN -c FILE` changed in the run's config (launch arguments, timeouts), when:
+    cells measured before and after such a change are in one run, and the report says so."""
+    entries = environment.get("resume_changes")
+    if not isinstance(entries, list):
+        return []
+    return [
+        f"config changed on resume at {entry.get('at', '?')}: {change}"
+        for entry in entries
+        if isinstance(entry, dict)
+        for change in entry.get("changes", ())
+    ]
+
+
 def print_report(data: RunData, console: Console) -> None:
     run = data.run
     env = run.environment
@@ -48,11 +74,15 @@ def print_report(data: RunData, console: Console) -> None:
     )
     if env.get("simulated"):
         console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
+    if isinstance(env.get("output_tokens"), str):  # bench on a server without `usage` (runs.bench)
+        console.print(f"[yellow]{escape(env['output_tokens'])}[/yellow]")
+    for change in resume_change_lines(env):
+        console.print(f"[yellow]{escape(change)}[/yellow]")
     if run.status in ("incomplete", "interrupted", "failed"):
         console.print(
             f"[bold yellow]run {escape(run.status)}: partial evidence (cells missing repeats, settings whose server "
-            f"failed) is shown but never recommended; complete it with: specfrontier tune --resume "
-            f"{escape(run.run_id)}[/bold yellow]"
+            f"failed) is shown but never recommended; {escape(completion_hint(data))}[/bold yellow]",
+            soft_wrap=True,  # one line, so the command in it can be pasted whole
         )
     for workload, view in data.workload_views():
         if data.multi_workload:

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 import specfrontier
-from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
+from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE, MAX_REQUEST_TIMEOUT_S
 from specfrontier.engines.base import Capacity, EngineAdapter
 from specfrontier.engines.registry import specs
 from specfrontier.errors import ConfigError, EngineError, EngineResponseError, SpecFrontierError
@@ -154,7 +154,11 @@ class BenchOptions:
                 "must be > 0",
             ),
             (self.warmup_rounds >= 0, f"--warmup-rounds = {self.warmup_rounds}", "must be >= 0"),
-            (self.request_timeout_s > 0, f"--timeout = {self.request_timeout_s}", "must be > 0"),
+            (
+                math.isfinite(self.request_timeout_s) and 0 < self.request_timeout_s <= MAX_REQUEST_TIMEOUT_S,
+                f"--request-timeout = {self.request_timeout_s:g}",
+                f"must be a finite number of seconds above 0 and at most {MAX_REQUEST_TIMEOUT_S:g} (tune's limit too)",
+            ),
             (
                 self.client_workers == "auto" or (isinstance(self.client_workers, int) and self.client_workers >= 1),
                 f"--client-workers = {self.client_workers!r}",
@@ -287,6 +291,19 @@ async def _metrics_counters(session: aiohttp.ClientSession, root: str, engine: s
         return None
 
 
+TOKENS_NOTE_KEY = "output_tokens"
+"""The run environment's note on how output tokens were counted, when not from the server's `usage`."""
+
+
+def tokens_from_chunks_note(root: str) -> str:
+    """Why a bench run's token counts are chunk counts, and how to get exact ones."""
+    return (
+        f"output tokens counted as one per streamed chunk: {root} sends no `usage` in its streams (a lower bound "
+        "when it speculates: one chunk can carry several tokens); fix: have the server honour "
+        "stream_options.include_usage (vLLM, SGLang and llama.cpp do) for exact counts"
+    )
+
+
 def _environment(facts: ServerFacts) -> dict[str, Any]:
     return {
         "specfrontier": specfrontier.__version__,
@@ -328,6 +345,7 @@ class Bench:
                 "rounds_per_cell": o.rounds_per_cell,
                 "cell_duration_s": o.cell_duration_s,
                 "warmup_rounds": o.warmup_rounds,
+                "request_timeout_s": o.request_timeout_s,
                 "workload": {"prompts": o.prompts, "api": o.api, "max_tokens": o.max_tokens},
             }
         }
@@ -339,21 +357,23 @@ class Bench:
         try:
             await self._run(run_id)
         except (asyncio.CancelledError, KeyboardInterrupt):
-            self._mark(run_id, "interrupted")
+            self._mark(run_id, "interrupted", "interrupted")
             raise
-        except EngineError:
+        except EngineError as exc:
             stored = self.store.done_cells(run_id) or self.store.done_open_cells(run_id)
-            self._mark(run_id, "incomplete" if stored else "failed")
+            self._mark(run_id, "incomplete" if stored else "failed", "failed", str(exc))
             raise
-        except BaseException:
-            self._mark(run_id, "failed")
+        except BaseException as exc:
+            self._mark(run_id, "failed", "failed", f"{type(exc).__name__}: {exc}")
             raise
         self.store.set_run_status(run_id, "done")
 
-    def _mark(self, run_id: str, status: str) -> None:
-        """Set the status on the way out of an error without hiding it (the store may be the error)."""
+    def _mark(self, run_id: str, status: str, setting_status: str, error: str | None = None) -> None:
+        """Set the run's status, and its setting's (a setting left `running` reads as still measuring),
+        on the way out of an error without hiding it (the store may be the error)."""
         with contextlib.suppress(SpecFrontierError):
             self.store.set_run_status(run_id, status)
+            self.store.update_setting(run_id, self.setting, status=setting_status, error=error)  # if it was added
 
     async def _run(self, run_id: str) -> None:
         o = self.o
@@ -367,6 +387,7 @@ class Bench:
                 extra_body=request_extras(self.facts.engine),
                 keep_alive=keep_alive(self.facts.engine) if o.keep_alive is None else o.keep_alive,
                 max_consecutive_timeouts=o.max_consecutive_timeouts,
+                tokens_from_chunks=True,
             ) as client,
         ):
             top = max(o.concurrency) if o.concurrency else (o.max_in_flight or max(1, math.ceil(max(o.rates))))
@@ -374,6 +395,8 @@ class Bench:
                 client, self.prompts, self.sampling, concurrency=top, num_requests=o.warmup_rounds * top
             )
             require_evidence(warm, "the warmup")
+            if client.chunk_counted:  # the server ignores include_usage: say so once, in the run's record
+                self.store.merge_environment(run_id, TOKENS_NOTE_KEY, tokens_from_chunks_note(o.root))
             # Whether the server speculates is known only from what it reports: drafted tokens in warmup.
             speculative = any(r.spec is not None and r.spec.draft_tokens > 0 for r in warm)
             params = {
@@ -452,6 +475,7 @@ async def open_bench(options: BenchOptions) -> tuple[Bench, str]:
 
 __all__ = [
     "METRICS_SOURCE",
+    "TOKENS_NOTE_KEY",
     "Bench",
     "BenchOptions",
     "ServerFacts",

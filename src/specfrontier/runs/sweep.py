@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import aiohttp
 
 import specfrontier
+from specfrontier.commands import report_command, resume_command
 from specfrontier.config import TuneConfig
 from specfrontier.config.load import parse_config
 from specfrontier.engines import Capacity, EngineAdapter, EngineSetting
@@ -62,6 +63,7 @@ from specfrontier.runs.cell import (
     require_evidence,
     to_server_time,
 )
+from specfrontier.runs.resume_config import config_changes, record_changes
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
@@ -98,7 +100,7 @@ class RunOutcome:
             return None
         failed = "; ".join(f"{name}: {error}" for name, error in self.failed_settings[:3]) or "see the report"
         more = f" (and {len(self.failed_settings) - 3} more)" if len(self.failed_settings) > 3 else ""
-        resume = f"specfrontier tune --resume {run_id} --store {store}"
+        resume = resume_command(run_id, store)
         if self.status == "incomplete":
             return (
                 f"INCOMPLETE: {self.missing} planned cell(s) missing, {self.cells} stored; failed: {failed}{more}; "
@@ -117,6 +119,8 @@ class SweepEvents:
     on_cell_done: Callable[[CellDone], None] | None = None
     on_setting_placed: Callable[[EngineSetting, str], None] | None = None
     """A setting was placed on a node of a cluster (the Ray executor): where, in words."""
+    on_setting_relaunch: Callable[[EngineSetting, str], None] | None = None
+    """A setting's server is launched again (its port was taken by another program): why, in words."""
 
 
 def workload_label(config: TuneConfig) -> str:
@@ -343,10 +347,13 @@ class Sweep:
                 startup_s = await server.wait_ready(
                     base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
                 )
-            except PortTakenError:
+            except PortTakenError as exc:
                 server.stop()
                 if attempt == PORT_ATTEMPTS:
                     raise
+                if self.events.on_setting_relaunch:  # else the next "launching" line comes with no reason
+                    why = str(exc).split("; fix:", 1)[0]
+                    self.events.on_setting_relaunch(setting, f"{why}; launching again on a new port")
                 continue
             except BaseException:
                 server.stop()
@@ -486,9 +493,18 @@ def make_runner(config: TuneConfig, events: SweepEvents | None = None) -> Runner
 
 
 def open_sweep(
-    config: TuneConfig | None, store_path: Path | None, *, resume: str | None, events: SweepEvents | None = None
+    config: TuneConfig | None,
+    store_path: Path | None,
+    *,
+    resume: str | None,
+    events: SweepEvents | None = None,
+    changes: list[str] | None = None,
 ) -> tuple[Runner, str]:
-    """Build a prepared runner and the run id to fill: a new run, or the stored config of `resume`."""
+    """Build a prepared runner and the run id to fill: a new run, or the stored config of `resume`.
+
+    With both `resume` and `config` (`tune --resume RUN -c FILE`), `config` may change the stored
+    config's launch arguments and timeouts only (`runs.resume_config`): what changed is recorded in the
+    store and appended to `changes`; any other difference is a ConfigError naming the field."""
     if resume is not None:
         path = store_path or (config.store if config else Path("specfrontier.db"))
         if not path.exists():
@@ -498,11 +514,17 @@ def open_sweep(
         if "bench" in row.config:
             raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
         if row.status == "done":
-            raise StoreError(f"run = {resume!r}: already complete; fix: run `specfrontier report {resume}`")
-        runner = make_runner(parse_config(row.config, source=f"run {resume} config", stored=True), events)
+            raise StoreError(f"run = {resume!r}: already complete; fix: run `{report_command(resume, path)}`")
+        stored = parse_config(row.config, source=f"run {resume} config", stored=True)
+        given = stored if config is None else config.model_copy(update={"store": path})
+        changed = [] if config is None else config_changes(stored, given, "--config", resume)
+        runner = make_runner(given, events)
         runner.prepare()
         runner.attach(store)
         store.claim_run(resume)  # one writer per run: a second `--resume` of it stops here with a StoreError
+        record_changes(store, resume, stored, given, changed)
+        if changes is not None:
+            changes.extend(changed)
         store.set_run_status(resume, "running")
         return runner, resume
     if config is None:

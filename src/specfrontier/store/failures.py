@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from specfrontier.commands import resume_command
 from specfrontier.errors import StoreError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -68,7 +69,7 @@ def _resume(path: Path, run_id: str | None) -> str:
     """How to go on after a failed write: resume the run when there is one, else run the command again."""
     if run_id is None:
         return "then run the command again"
-    return f"then resume the run with `specfrontier tune --resume {run_id} --store {path}`"
+    return f"then resume the run with `{resume_command(run_id, path)}`"
 
 
 def fix_for(kind: str, path: Path, *, writing: bool, run_id: str | None) -> str:
@@ -80,7 +81,7 @@ def fix_for(kind: str, path: Path, *, writing: bool, run_id: str | None) -> str:
     if kind == "duplicate" and run_id is not None:
         return (
             " (another process may be writing this run); "
-            f"fix: let one `specfrontier tune --resume {run_id}` run at a time, then resume again"
+            f"fix: let one `{resume_command(run_id, path)}` run at a time, then resume again"
         )
     if kind in _ACTIONS and writing:
         kept = ", results stored before it are kept" if run_id is not None else ""

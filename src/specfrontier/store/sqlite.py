@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from specfrontier.commands import resume_command
 from specfrontier.errors import StoreError, clip
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
@@ -382,6 +383,13 @@ class Store:
             self._own(db, run_id)
         return run_id
 
+    @_guarded("updating the run's config", writes=True)
+    def update_run_config(self, run_id: str, config: dict[str, Any]) -> None:
+        """Replace the run's stored config: a resume that changed its launch arguments or timeouts
+        (runs.resume_config), so that a later resume goes on with them."""
+        with self._transaction() as db:
+            db.execute("UPDATE run SET config_json=? WHERE run_id=?", (json.dumps(config), run_id))
+
     @_guarded("setting the status", writes=True)
     def set_run_status(self, run_id: str, status: str) -> None:
         """Store a status (RUN_STATUSES); a final one also stamps finished_at."""
@@ -406,7 +414,7 @@ class Store:
                 raise StoreError(
                     f"run = {run_id!r}: being written by another specfrontier process (pid {holder.pid}, "
                     f"since {holder.claimed_at}); fix: wait for it to end (or stop it), then resume with "
-                    f"`specfrontier tune --resume {run_id} --store {self.path}`"
+                    f"`{resume_command(run_id, self.path)}`"
                 )
             self._own(db, run_id)
 
@@ -494,12 +502,15 @@ class Store:
             "log_tail",
             "first_ttft_ms",
             "first_e2e_ms",
+            "params",
         }
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"update_setting: unknown column(s) {sorted(unknown)}")
         if "command" in fields:
             fields["command_json"] = json.dumps(list(fields.pop("command")))
+        if "params" in fields:  # a resume that changed the setting's launch arguments (runs.resume_config)
+            fields["params_json"] = json.dumps(fields.pop("params"), sort_keys=True)
         assignments = ", ".join(f"{k}=?" for k in fields)  # keys come from the allow-list above
         with self._transaction() as db:
             db.execute(

@@ -303,8 +303,22 @@ async def test_stream_without_usage_is_recorded(make_server: MakeServer) -> None
     url = await make_server(handler)
     async with StreamingClient(url) as client:
         rec = await client.send(CHAT, GREEDY)
-    assert rec.error == "stream ended without usage"
+    assert rec.error is not None and rec.error.startswith("stream ended without usage"), rec.error
     assert rec.finish_reason == "stop"
+
+
+async def test_stream_without_usage_counts_chunks_when_asked(make_server: MakeServer) -> None:
+    """`bench` against a server that ignores include_usage: one token per content chunk, not a failure."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        chunks = [sse(chat_chunk("a")), sse(chat_chunk("b")), sse(chat_chunk("c", finish="stop")), sse("[DONE]")]
+        return await stream(request, chunks)
+
+    url = await make_server(handler)
+    async with StreamingClient(url, tokens_from_chunks=True) as client:
+        rec = await client.send(CHAT, GREEDY)
+    assert rec.error is None and rec.completion_tokens == 3 and rec.output_text == "abc"
+    assert client.chunk_counted == 1
 
 
 async def test_stream_without_finish_reason_is_recorded(make_server: MakeServer) -> None:
