@@ -15,8 +15,8 @@ from specfrontier.analysis import MIN_STEADY_LIFETIMES
 from specfrontier.config.load import parse_config
 from specfrontier.metrics.steady import steady_span
 from specfrontier.runs.cell import requests_per_cell
-from specfrontier.workloads.resolve import resolve_workload
 from specfrontier.workloads import load_prompts
+from specfrontier.workloads.resolve import resolve_workload
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 
