@@ -20,9 +20,11 @@ most the cell in flight, and `resume` re-runs only what is missing.
 What counts as a failed setting: the server exits or never becomes ready, another program answers on
 its port (one relaunch on a new port first), it stops answering (`max_consecutive_timeouts` requests
 in a row time out), or every request of a window fails (such a window is no measurement and is not
-stored). The run then ends `incomplete` (some cells missing, resumable; exit 3) or `failed` (no cell
-at all; exit 1) instead of `done`, and `--resume` relaunches each failed setting for exactly its
-missing cells (`RunOutcome`).
+stored). A window in which a request lost its connection waits (up to `cell.EXIT_WAIT_S`) for the
+server to be reaped and then asks its health URL: a crash inside a cell closes its sockets before its
+exit can be seen, and such a window is not stored either. The run then ends `incomplete` (some
+cells missing, resumable; exit 3) or `failed` (no cell at all; exit 1) instead of `done`, and
+`--resume` relaunches each failed setting for exactly its missing cells (`RunOutcome`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from specfrontier.engines.registry import spec_of
 from specfrontier.errors import (
     ConfigError,
     EngineError,
+    EngineStalled,
     EngineStartError,
     PortTakenError,
     SpecFrontierError,
@@ -388,13 +391,19 @@ class Sweep:
         async def read_counters() -> SpecCounters | None:
             return await self.adapter.spec_counters(session, client.base_url)
 
-        def server_died(where: str) -> None:
-            code = server.exited()
+        async def server_died(where: str, wait_s: float) -> None:
+            code = await server.wait_exited(wait_s)
             if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
                 raise EngineStartError(
                     f"server {describe_exit(code)} during the cell {where}",
                     log_path=server.log_path,
                     log_tail=tail_of(server.log_path),
+                )
+            if wait_s and not await answers_health(session, client.base_url + self.adapter.health_path):
+                raise EngineStalled(  # requests lost their connection and it is still going down
+                    f"server stopped answering during the cell {where}: requests lost their connection and its "
+                    f"health check fails, though it had not exited {wait_s:g} s later; nothing of the cell is "
+                    f"stored; fix: see the server log ({server.log_path})"
                 )
 
         measured = await measure_cell(
@@ -410,6 +419,20 @@ class Sweep:
         done = measured.store(self.store, run_id, setting.name, wl.key, repeat)
         if self.events.on_cell_done:
             self.events.on_cell_done(done)
+
+
+HEALTH_PROBE_S = 5.0
+"""Longest wait for one health answer after a window that lost connections."""
+
+
+async def answers_health(session: aiohttp.ClientSession, url: str) -> bool:
+    """Whether the server answers its health URL with 200 now (after a window in which requests lost their
+    connection: a server that does not is going down, even if its process has not exited yet)."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=HEALTH_PROBE_S)) as resp:
+            return resp.status == 200
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return False
 
 
 def cell_load(config: TuneConfig) -> CellLoad:
