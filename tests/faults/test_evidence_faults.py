@@ -5,6 +5,9 @@
   `--resume` measures that cell again. `--crash-linger S` holds the process for S seconds after its
   sockets closed, which makes the race the issue saw about 1 run in 4 happen every time;
   benchmarks/crash_in_cell.py runs the issue's own reproduction 50 times.
+- Cells where half the requests failed (one prompt over the context length: HTTP 400): stored and shown,
+  but not evidence (`max_failed_share`, default 1 %), so no best setting or recommendation rests on them;
+  with no evidence left the run exits 1.
 """
 
 from __future__ import annotations
@@ -84,5 +87,69 @@ def test_a_crash_inside_a_cell_is_never_stored_and_resume_measures_the_cell(
                                                                ("no-spec", 4)]  # fmt: skip
     assert after.requests_per_cell == (4, 4, 4, 4) and len(set(after.cell_keys)) == 4
     cells = _report(tmp_path, store, run_id)["cells"]
-    assert [c["errors"] for c in cells if c["setting"]["name"] == "crashes"] == [0, 0]
+    crashed = [c for c in cells if c["setting"]["name"] == "crashes"]
+    assert [c["errors"] for c in crashed] == [0, 0]
+    assert crashed[0]["evidence"]  # C=1; the C=4 cell of 4 requests is too short for a steady state, as no-spec's
+    assert [c["verdict"] for c in crashed] == [c["verdict"] for c in cells if c["setting"]["name"] == "no-spec"]
     matrix.rows(kept=partial, after=after)
+
+
+# -- case 2: half the requests of every cell failed --------------------------------------------------
+
+
+def _half_failing(work: Path, store: Path, **overrides: Any) -> dict[str, Any]:
+    """Two prompts, the second longer than the face's context (32768 tokens): every cell sends both equally
+    often, so half its requests get HTTP 400."""
+    prompts = work / "prompts.jsonl"
+    rows = [
+        {"id": "short", "messages": [{"role": "user", "content": "Say hello."}]},
+        {"id": "too-long", "messages": [{"role": "user", "content": "word " * 30000}]},  # ~37,500 tokens
+    ]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = sim_config(store, repeats=1, **overrides)
+    data["workload"]["prompts"] = str(prompts)
+    return data
+
+
+def test_cells_where_half_the_requests_failed_are_not_evidence_and_the_run_exits_1(
+    tmp_path: Path, matrix: MatrixEntry
+) -> None:
+    store = tmp_path / "s.db"
+    done = _tune(tmp_path, _half_failing(tmp_path, store))
+    assert done.returncode == 1, done.stderr
+    line = _line(done.stderr, "NO EVIDENCE:")
+    assert "all 4 stored cell(s)" in line and "requests failed (> 1%)" in line
+    run_id = latest_run(store)
+    rows = count_rows(store)
+    assert rows.cells == 4  # stored and shown, not hidden
+    report = _report(tmp_path, store, run_id)
+    assert report["recommendations"] == [] and report["best_per_concurrency"] == [] and report["crossovers"] == []
+    for cell in report["cells"]:
+        assert cell["errors"] * 2 == cell["requests"]
+        assert not cell["evidence"]
+        assert cell["verdict"].startswith("not evidence: ") and "requests failed (> 1%)" in cell["verdict"]
+    terminal = cli("report", run_id, "--store", str(store), cwd=tmp_path)
+    assert "Evidence per cell" in terminal.stdout and "no: 1 of 2 requests failed" in terminal.stdout
+    matrix.rows(after=rows)
+
+
+def test_a_stated_bound_lets_the_same_cells_count(tmp_path: Path) -> None:
+    """`max_failed_share` is the run's own: at 0.5 the half-failed cells are evidence again (exit 0)."""
+    store = tmp_path / "s.db"
+    done = _tune(tmp_path, _half_failing(tmp_path, store, max_failed_share=0.5))
+    assert done.returncode == 0, done.stderr
+    report = _report(tmp_path, store, latest_run(store))
+    assert report["recommendations"]
+    assert all(c["evidence"] or "steady" in c["verdict"] for c in report["cells"])
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1, ".nan", "all"])
+def test_a_bound_out_of_range_is_refused_before_any_server_starts(tmp_path: Path, value: object) -> None:
+    store = tmp_path / "s.db"
+    config = tmp_path / "tune.yaml"
+    write_config(config, sim_config(store))
+    config.write_text(config.read_text() + f"max_failed_share: {value}\n")
+    done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "max_failed_share" in done.stderr
+    assert not store.exists()

@@ -35,7 +35,7 @@ import importlib
 import os
 import platform
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -79,7 +79,8 @@ PORT_ATTEMPTS = 2
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     """How a sweep ended: `done` (every planned cell stored), `incomplete` (some stored, some missing
-    because a setting failed: resumable) or `failed` (not one cell stored: no evidence)."""
+    because a setting failed: resumable) or `failed` (not one cell stored: no evidence). `judged` adds
+    the evidence rule's verdict on the stored cells: `done` with none of them evidence exits 1."""
 
     status: str
     cells: int
@@ -88,14 +89,38 @@ class RunOutcome:
     """Cells the sweep planned in this invocation and could not store."""
     failed_settings: tuple[tuple[str, str], ...] = ()
     """(setting, first line of its error) for every setting that failed in this invocation."""
+    not_evidence: tuple[str, ...] = ()
+    """Stored cells the evidence rule leaves out, each as '<setting> <level>: <reasons>' (`judged`)."""
+    evidence: int | None = None
+    """Stored cells that are evidence (None: not judged yet)."""
+
+    @property
+    def no_evidence(self) -> bool:
+        """Every planned cell is stored, yet not one is evidence (e.g. every cell had half its requests
+        fail): the run produced nothing to decide on, whatever it stored."""
+        return self.status == "done" and self.evidence == 0 and self.cells > 0
 
     @property
     def exit_code(self) -> int:
-        """0: complete; 3: partial evidence (resume to complete it); 1: no evidence at all."""
+        """0: complete evidence; 3: partial evidence (resume to complete it); 1: no evidence at all (nothing
+        stored, or every stored cell left out by the evidence rule)."""
+        if self.no_evidence:
+            return 1
         return {"done": 0, "incomplete": 3}.get(self.status, 1)
+
+    def judged(self, evidence: int, not_evidence: Sequence[str]) -> RunOutcome:
+        """This outcome with the report's evidence rule applied to the run's stored cells (docs/reliability.md:
+        `RunData.verdict`): how many are evidence, and why each other one is not."""
+        return replace(self, evidence=evidence, not_evidence=tuple(not_evidence))
 
     def summary(self, run_id: str, store: Path) -> str | None:
         """One line for a run that is not complete (None when it is), naming what failed and the fix."""
+        if self.no_evidence:
+            return (
+                f"NO EVIDENCE: all {self.cells} stored cell(s) are left out by the evidence rule "
+                f"({self._not_evidence_text()}); no setting is recommended; fix: remove the cause (see the flags "
+                f"of specfrontier report {run_id} --store {store}), then run again"
+            )
         if self.status == "done":
             return None
         failed = "; ".join(f"{name}: {error}" for name, error in self.failed_settings[:3]) or "see the report"
@@ -107,6 +132,10 @@ class RunOutcome:
                 f"recommendations use complete evidence only; fix: remove the cause, then {resume}"
             )
         return f"FAILED: no cell could be measured; failed: {failed}{more}; fix: remove the cause, then {resume}"
+
+    def _not_evidence_text(self) -> str:
+        more = f"; and {len(self.not_evidence) - 2} more" if len(self.not_evidence) > 2 else ""
+        return "; ".join(self.not_evidence[:2]) + more
 
 
 @dataclass(slots=True)
