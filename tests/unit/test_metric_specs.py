@@ -37,6 +37,8 @@ JSON_CELL_FIELDS = [
     "spikes",
     "repeats",
     "complete",
+    "evidence",
+    "verdict",
     "per_request_tok_s_p50",
     "per_request_tok_s_p10",
     "aggregate_tok_s",

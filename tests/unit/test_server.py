@@ -91,6 +91,25 @@ async def test_wait_ready_times_out_on_a_live_but_silent_process(tmp_path: Path)
         server.stop()
 
 
+async def test_wait_exited_sees_an_exit_that_comes_after_the_first_look(tmp_path: Path) -> None:
+    """A crashing server closes its sockets before it can be reaped: one look (`exited`) finds it alive,
+    a bounded wait sees its status; a server that lives on costs the wait and reads None."""
+    server = ServerProcess([sys.executable, "-c", "import time, os; time.sleep(0.5); os._exit(3)"], tmp_path / "s.log")
+    server.start()
+    try:
+        assert server.exited() is None
+        assert await server.wait_exited(10.0) == 3
+    finally:
+        server.stop()
+    alive = ServerProcess([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "t.log")
+    alive.start()
+    try:
+        assert await alive.wait_exited(0.3) is None
+        assert await alive.wait_exited(0.0) is None
+    finally:
+        alive.stop()
+
+
 async def test_wait_ready_waits_through_503_then_returns_startup_time(tmp_path: Path) -> None:
     port = free_port()
     # Answers 503 for the first 0.3 s (like llama-server loading a model), then 200.

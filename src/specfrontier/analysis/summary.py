@@ -21,6 +21,7 @@ from typing import Any
 
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
+from specfrontier.config.limits import DEFAULT_MAX_FAILED_SHARE
 from specfrontier.load.health import saturated
 from specfrontier.metrics.digest import CellDigest
 from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
@@ -289,6 +290,15 @@ class RunData:
         return max((c.repeats for c in self.cells), default=1)
 
     @property
+    def max_failed_share(self) -> float:
+        """The evidence rule's bound on failed requests: the run's `max_failed_share`, else the default (a run
+        stored before the field existed, or a `bench` run)."""
+        stated = self.run.config.get("max_failed_share")
+        if isinstance(stated, int | float) and not isinstance(stated, bool) and 0 <= stated < 1:
+            return float(stated)
+        return DEFAULT_MAX_FAILED_SHARE
+
+    @property
     def failed_settings(self) -> frozenset[str]:
         """Settings whose server failed (crash, stall, start-up failure) in their last launch."""
         return frozenset(s.name for s in self.settings if s.status == "failed")
@@ -298,20 +308,33 @@ class RunData:
         want = self.expected_repeats
         return [c for c in self.cells if c.repeats < want]
 
+    def verdict(self, cell: CellSummary) -> tuple[str, ...]:
+        """Why a cell is not evidence, one short reason each (empty: it is evidence). The rule
+        (docs/reliability.md): all the repeats the run asked for are stored, its setting's server did not
+        fail (exit, stall, a window where every request failed), its failed requests stay within
+        `max_failed_share` of its requests, and (closed loop) it had a steady state to measure."""
+        reasons = []
+        if cell.repeats < self.expected_repeats:
+            reasons.append(f"{cell.repeats} of {self.expected_repeats} repeats")
+        if cell.setting in self.failed_settings:
+            reasons.append("server failed")
+        if failed_over_bound(cell.errors, cell.requests, self.max_failed_share):
+            reasons.append(f"{cell.errors} of {cell.requests} requests failed (> {percent(self.max_failed_share)})")
+        if cell.steady_too_short:
+            reasons.append("no steady state")
+        return tuple(reasons)
+
     def is_evidence(self, cell: CellSummary) -> bool:
-        """Whether a cell may decide anything: all its repeats stored, its setting's server did not fail, and
-        (closed loop) it had a steady state to measure (`CellSummary.steady_too_short`)."""
-        return (
-            cell.repeats >= self.expected_repeats
-            and cell.setting not in self.failed_settings
-            and not cell.steady_too_short
-        )
+        """Whether a cell may decide anything: the evidence rule found no reason against it (`verdict`)."""
+        return not self.verdict(cell)
 
     def complete_evidence(self) -> RunData:
         """The run without partial evidence: no cell missing repeats, no cell of a setting whose server failed
-        (it crashed or stalled: whatever it measured before is not a setting to deploy), no closed-loop cell
-        without a steady state (its rates describe a lower concurrency than its label). What the best
-        setting per level, the crossovers and the recommendations are drawn from; the tables show all."""
+        (it crashed or stalled: whatever it measured before is not a setting to deploy), no cell with more
+        failed requests than `max_failed_share` allows (its figures describe the failures as much as the
+        setting), no closed-loop cell without a steady state (its rates describe a lower concurrency than
+        its label). What the best setting per level, the crossovers and the recommendations are drawn from;
+        the tables show all."""
         kept = tuple(c for c in self.cells if self.is_evidence(c))
         return self if len(kept) == len(self.cells) else replace(self, cells=kept)
 
@@ -390,6 +413,22 @@ class RunData:
         if not parts:
             return None
         return _sum_counters(parts)
+
+
+def failed_over_bound(failed: int, requests: int, max_share: float) -> bool:
+    """Whether `failed` of `requests` exceeds the share the evidence rule allows (a cell without
+    requests is never stored, so it has nothing to exceed)."""
+    return requests > 0 and failed > max_share * requests
+
+
+def percent(share: float) -> str:
+    """0.01 -> '1%', 0.005 -> '0.5%': a bound as the config would state it, without rounding it away."""
+    return f"{share * 100:g}%"
+
+
+def verdict_text(reasons: Sequence[str]) -> str:
+    """The evidence rule's verdict in words: 'evidence', or 'not evidence: <reasons>'."""
+    return "evidence" if not reasons else "not evidence: " + "; ".join(reasons)
 
 
 def _sum_counters(parts: Sequence[SpecCounters]) -> SpecCounters:
@@ -503,7 +542,10 @@ __all__ = [
     "GoodputSummary",
     "OverRepeats",
     "RunData",
+    "failed_over_bound",
     "figure_json",
     "load_run",
+    "percent",
     "summarise_cells",
+    "verdict_text",
 ]

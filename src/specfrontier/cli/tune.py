@@ -357,6 +357,14 @@ def tune(
         )
         raise typer.Exit(130) from None
     data = load_run(sweep.store, run_id, slos)
+    outcome = outcome.judged(
+        sum(map(data.is_evidence, data.cells)),
+        [
+            f"{c.setting}{f' {c.workload}' if data.multi_workload else ''} {data.level_text(c.level)}: {'; '.join(why)}"
+            for c in data.cells
+            if (why := data.verdict(c))
+        ],
+    )
     print_report(data, out)
     print_search_trace(sweep.planner, out)
     out.print(
@@ -368,6 +376,6 @@ def tune(
     _companion(cfg if resume is None else None, sweep.store, data, out)
     summary = outcome.summary(run_id, sweep.store.path)
     if summary is not None:
-        _say(f"[red]{escape(summary)}[/red]" if outcome.status == "failed" else f"[yellow]{escape(summary)}[/yellow]")
+        _say(f"[red]{escape(summary)}[/red]" if outcome.exit_code == 1 else f"[yellow]{escape(summary)}[/yellow]")
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)

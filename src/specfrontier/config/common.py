@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from specfrontier.config.limits import (
+    DEFAULT_MAX_FAILED_SHARE,
     MAX_CLIENT_WORKERS,
     MAX_CONCURRENCY,
     MAX_RATE,
@@ -270,6 +271,15 @@ class TuneBase(_Strict):
         description="Correctness gate: share of greedy requests whose output may differ from the baseline's.",
     )
     allow_unsafe: bool = Field(False, description="Recommend settings the correctness gate marked unsafe.")
+    max_failed_share: float = Field(
+        DEFAULT_MAX_FAILED_SHARE,
+        ge=0.0,
+        lt=1.0,
+        allow_inf_nan=False,
+        description="Evidence rule: a cell whose failed requests exceed this share of its requests (over its "
+        "repeats) is shown and flagged but left out of the best setting per level, the crossovers and the "
+        "recommendations (0: no failed request at all; docs/reliability.md).",
+    )
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")

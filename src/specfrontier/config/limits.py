@@ -3,7 +3,8 @@
 Why a module of their own: `tune` and `bench` drive the same load generator, so a value one refuses the
 other must refuse too; with one constant per bound they cannot drift apart (before, `bench --concurrency
 100000` passed while the config capped concurrency at 4096). Kept free of imports so that every config
-module, and `bench`, can use them without an import cycle.
+module, and `bench`, can use them without an import cycle; the report reads the evidence rule's default
+from here too (a run stored before the field existed has it unset).
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ MAX_STARTUP_TIMEOUT_S = 21600.0
 """Start-up timeout of a launched server (`engine.startup_timeout_s`), in seconds: six hours covers the
 slowest load we know of (a large TensorRT-LLM engine built on first start); finite for the same reason."""
 
+DEFAULT_MAX_FAILED_SHARE = 0.01
+"""The evidence rule's bound on failed requests (`max_failed_share`, docs/reliability.md): a cell whose
+failed requests exceed this share of its requests (over its repeats) is not evidence. Why 1 %: a failed
+request adds no tokens, so a share f of failures moves a cell's tok/s by about f, and 1 % stays well
+inside the 3 % agreement the client is held to (benchmarks/client_fidelity.py) and the 10 % noise rule;
+a half-failed cell (one prompt over the context length) is far outside it. A cell of fewer than 100
+requests may therefore have no failed request at all."""
+
 __all__ = [
+    "DEFAULT_MAX_FAILED_SHARE",
     "MAX_CLIENT_WORKERS",
     "MAX_CONCURRENCY",
     "MAX_RATE",

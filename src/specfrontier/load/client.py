@@ -53,6 +53,8 @@ _NO_AIOHTTP_DEADLINE = aiohttp.ClientTimeout(total=None)
 
 TIMEOUT_ERROR_PREFIX = "timeout after "
 """How a request that hit `timeout_s` is recorded (its `error` starts with this)."""
+CONNECTION_ERROR_PREFIX = "connection error: "
+"""How a request whose connection failed (refused, reset, closed mid-stream) is recorded."""
 
 
 @contextlib.contextmanager
@@ -422,7 +424,7 @@ class StreamingClient:
             end_ns = time.perf_counter_ns()
             stale = isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
             state.stale_connection = stale and not responded and not isinstance(exc, aiohttp.ClientConnectorError)
-            return f"connection error: {_describe(exc)}"[:_ERROR_BODY_CHARS], end_ns
+            return f"{CONNECTION_ERROR_PREFIX}{_describe(exc)}"[:_ERROR_BODY_CHARS], end_ns
 
     async def _consume(self, resp: aiohttp.ClientResponse, state: _StreamState) -> tuple[str | None, int]:
         """Read the stream to its end; return (error or None, end time).
@@ -460,4 +462,4 @@ class StreamingClient:
         return None, done_ns
 
 
-__all__ = ["TIMEOUT_ERROR_PREFIX", "StreamingClient", "build_request_body", "stall_guard"]
+__all__ = ["CONNECTION_ERROR_PREFIX", "TIMEOUT_ERROR_PREFIX", "StreamingClient", "build_request_body", "stall_guard"]

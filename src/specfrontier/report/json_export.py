@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.schedule_check import verify_schedules
-from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json
+from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json, verdict_text
 from specfrontier.metrics.specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
 
@@ -51,8 +51,17 @@ class _CellHead(_Export):
     repeats: int = Field(description="Measured repeats of the cell.")
     complete: bool = Field(
         True,
-        description="All the repeats the run asked for are stored and the setting's server did not fail: the cell "
-        "is evidence for recommendations (false: partial evidence, shown but never recommended).",
+        description="All the repeats the run asked for are stored and the setting's server did not fail (false: "
+        "partial evidence, shown but never recommended; `evidence` is the whole rule).",
+    )
+    evidence: bool = Field(
+        True,
+        description="The evidence rule's verdict (docs/reliability.md): complete, failed requests within the "
+        "run's max_failed_share, and (closed loop) a steady state; only such cells decide the best setting per "
+        "level, the crossovers and the recommendations.",
+    )
+    verdict: str = Field(
+        "evidence", description="'evidence', or 'not evidence: ' and each reason (repeats, server, failed, steady)."
     )
 
 
@@ -129,6 +138,7 @@ def _metric_value(c: CellSummary, spec: MetricSpec) -> float | int | None:
 
 def _cell(data: RunData, c: CellSummary) -> _Export:
     s = data.setting(c.setting)
+    reasons = data.verdict(c)
     facts: dict[str, Any] = dict(
         setting=SettingExport(name=s.name, parameters=s.params),
         workload=c.workload,
@@ -140,6 +150,8 @@ def _cell(data: RunData, c: CellSummary) -> _Export:
         spikes=[{"repeat": r, **asdict(x), "factor": x.factor} for r, x in c.spikes],
         repeats=c.repeats,
         complete=c.repeats >= data.expected_repeats and c.setting not in data.failed_settings,
+        evidence=not reasons,
+        verdict=verdict_text(reasons),
         acceptance_rate=c.acceptance_rate,
         acceptance_length=c.acceptance_length,
         acceptance_source=c.acceptance_source,
@@ -195,6 +207,9 @@ DEFINITIONS = {
     "the load (p50/p99/max), client CPU = process CPU time / window per worker; saturated when lag p99 > 5 ms "
     "or CPU > 90% of a core in any worker",
     "first_request": "TTFT and e2e of the very first request on a freshly launched server, before warmup",
+    "evidence": "a cell is evidence when all the repeats the run asked for are stored, its setting's server did "
+    "not fail, its failed requests are at most max_failed_share of its requests (the run's config; default 1%), "
+    "and (closed loop) it had a steady state; only evidence decides best, crossovers and recommendations",
     "itl_ms": "per token: each gap between content chunks split evenly over the tokens of the later chunk; "
     "token-weighted inverted-CDF percentiles; the first chunk's tokens belong to the TTFT",
     "chunk_gap_ms": "raw time between consecutive content chunks of a request (burstiness, not per token)",

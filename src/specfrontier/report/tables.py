@@ -24,6 +24,7 @@ from specfrontier.analysis import (
 )
 from specfrontier.analysis.misconfig import misconfiguration_lines
 from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, verify_schedules
+from specfrontier.analysis.summary import failed_over_bound, percent
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
@@ -91,6 +92,30 @@ def grid_table(data: RunData, title: str, get: Callable[[CellSummary], OverRepea
     if any(c.client_saturated for c in data.cells):
         notes.append(CLIENT_SATURATED_NOTE)
     return Table(title, [data.level_header, *names], rows, notes)
+
+
+def evidence_table(data: RunData) -> Table:
+    """The evidence rule's verdict per cell (docs/reliability.md): which cells may decide anything."""
+    names = data.measured_settings()
+
+    def verdict(cell: CellSummary | None) -> str:
+        if cell is None:
+            return "-"
+        reasons = data.verdict(cell)
+        return "yes" if not reasons else "no: " + "; ".join(reasons)
+
+    rows = [[str(c)] + [verdict(data.cell(n, c)) for n in names] for c in data.concurrency_levels]
+    return Table(
+        "Evidence per cell",
+        [data.level_header, *names],
+        rows,
+        [
+            "yes = the cell is evidence: all the repeats the run asked for are stored, its setting's server did "
+            f"not fail, at most {percent(data.max_failed_share)} of its requests failed (max_failed_share), and "
+            "(closed loop) it had a steady state. Only evidence decides the best setting per level, the crossovers and "
+            "the recommendations; the other cells are shown but left out (see the flags)."
+        ],
+    )
 
 
 def speedup_table(data: RunData) -> Table | None:
@@ -188,9 +213,9 @@ def best_table(data: RunData) -> Table:
         [
             "best = highest median aggregate tok/s at that C; margin = best / runner-up - 1 on medians; "
             "beyond spread = the two bootstrap 95% intervals of the median do not overlap and the margin is over "
-            "1% (else a tie; the recommendation then takes the cheapest tied setting). Complete evidence only: "
-            "cells missing repeats, settings whose server failed and closed-loop cells without a steady state "
-            "are left out (see the flags)."
+            "1% (else a tie; the recommendation then takes the cheapest tied setting). Evidence only (see "
+            "'Evidence per cell'): cells missing repeats, settings whose server failed, cells with more failed "
+            "requests than max_failed_share and closed-loop cells without a steady state are left out."
         ],
     )
 
@@ -234,7 +259,9 @@ def flag_lines(data: RunData) -> list[str]:
                 f"{rest})"
             )
         if c.errors:
-            lines.append(f"{c.setting} {at}: {c.errors} of {c.requests} requests failed")
+            over = failed_over_bound(c.errors, c.requests, data.max_failed_share)
+            bound = f" (over max_failed_share = {percent(data.max_failed_share)}: not evidence)" if over else ""
+            lines.append(f"{c.setting} {at}: {c.errors} of {c.requests} requests failed{bound}")
         if c.noisy:
             rel = c.aggregate_tok_s.relative_mad or 0.0
             lines.append(f"{c.setting} {at}: noisy (aggregate tok/s MAD over repeats {rel:.0%} of the median)")
@@ -355,7 +382,7 @@ def all_tables(data: RunData) -> list[Table]:
     sp = speedup_table(data)
     if sp is not None:
         tables.append(sp)
-    tables += [settings_table(data), best_table(data)]
+    tables += [settings_table(data), evidence_table(data), best_table(data)]
     schedules = schedule_table(data)
     if schedules is not None:
         tables.append(schedules)
@@ -377,6 +404,7 @@ __all__ = [
     "all_tables",
     "client_flag_lines",
     "crossover_lines",
+    "evidence_table",
     "flag_lines",
     "recommendation_lines",
     "schedule_table",

@@ -6,7 +6,8 @@
 
 The caller says how counters are read (an adapter's `spec_counters`, or nothing), what the server's
 time scale is (a simulator faster than real time), and how to tell that its server died during the
-window; `MeasuredCell.store` writes the cell in one transaction and returns the event for progress.
+window (given how long to wait for an exit in progress: `EXIT_WAIT_S` when a request of the window lost
+its connection); `MeasuredCell.store` writes the cell in one transaction and returns the event for progress.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 
 from specfrontier.errors import EngineResponseError
 from specfrontier.load import StreamingClient
+from specfrontier.load.client import CONNECTION_ERROR_PREFIX
 from specfrontier.load.health import ClientHealth
 from specfrontier.load.sessions import run_sessions
 from specfrontier.load.workers import (
@@ -88,6 +90,15 @@ class CellLoad:
 CounterReader = Callable[[], Awaitable[SpecCounters | None]]
 """Reads the server's cumulative speculative counters now (None: it has none)."""
 
+ServerCheck = Callable[[str, float], Awaitable[None]]
+"""`check(where, wait_s)` raises when the server exited during the window `where`, waiting up to `wait_s`
+for an exit in progress (0: look once)."""
+
+EXIT_WAIT_S = 5.0
+"""How long to wait for the server to be reaped after a window in which a request lost its connection.
+A crashing server's sockets close (reset, refused) a moment before its exit can be seen; waiting for it
+is bounded so that a server that only dropped a connection and lives on costs at most this once per cell."""
+
 
 @dataclass(frozen=True, slots=True)
 class MeasuredCell:
@@ -136,10 +147,10 @@ async def measure_cell(
     read_counters: CounterReader,
     counters_source: str,
     time_scale: float = 1.0,
-    server_died: Callable[[str], None] | None = None,
+    server_died: ServerCheck | None = None,
 ) -> MeasuredCell:
-    """One cell at `level` (C, or the rate in req/s of an open loop). `server_died(where)` raises when the
-    server exited during the window: such a window is not a measurement of its setting."""
+    """One cell at `level` (C, or the rate in req/s of an open loop). `server_died(where, wait_s)` raises
+    when the server exited during the window: such a window is not a measurement of its setting."""
     before = await read_counters()
     prompts = list(workload.prompts)
     rate: float | None = None
@@ -191,11 +202,17 @@ async def measure_cell(
         }
     where = f"rate={rate} req/s" if rate is not None else f"C={concurrency}"
     if server_died is not None:
-        server_died(where)
+        await server_died(where, EXIT_WAIT_S if lost_connection(records) else 0.0)
     require_evidence(records, f"the cell {where} of {workload.key}")
     after = await read_counters()
     counters, source = window_counters(before, after, records, counters_source)
     return MeasuredCell(concurrency, rate, records, counters, source, facts, health)
+
+
+def lost_connection(records: Sequence[RequestRecord]) -> bool:
+    """Whether a request of the window failed at the connection (refused, reset, closed mid-stream): the
+    way a server that is crashing fails its clients, before its exit can be seen."""
+    return any(r.error is not None and r.error.startswith(CONNECTION_ERROR_PREFIX) for r in records)
 
 
 def require_evidence(records: Sequence[RequestRecord], where: str) -> None:
@@ -266,12 +283,15 @@ def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | Non
 
 
 __all__ = [
+    "EXIT_WAIT_S",
     "PER_REQUEST_EXACT_SOURCE",
     "PER_REQUEST_SOURCE",
     "CellDone",
     "CellLoad",
     "CounterReader",
     "MeasuredCell",
+    "ServerCheck",
+    "lost_connection",
     "measure_cell",
     "per_request_counters",
     "requests_per_cell",

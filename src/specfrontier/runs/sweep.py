@@ -20,9 +20,11 @@ most the cell in flight, and `resume` re-runs only what is missing.
 What counts as a failed setting: the server exits or never becomes ready, another program answers on
 its port (one relaunch on a new port first), it stops answering (`max_consecutive_timeouts` requests
 in a row time out), or every request of a window fails (such a window is no measurement and is not
-stored). The run then ends `incomplete` (some cells missing, resumable; exit 3) or `failed` (no cell
-at all; exit 1) instead of `done`, and `--resume` relaunches each failed setting for exactly its
-missing cells (`RunOutcome`).
+stored). A window in which a request lost its connection waits (up to `cell.EXIT_WAIT_S`) for the
+server to be reaped and then asks its health URL: a crash inside a cell closes its sockets before its
+exit can be seen, and such a window is not stored either. The run then ends `incomplete` (some
+cells missing, resumable; exit 3) or `failed` (no cell at all; exit 1) instead of `done`, and
+`--resume` relaunches each failed setting for exactly its missing cells (`RunOutcome`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import importlib
 import os
 import platform
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +50,7 @@ from specfrontier.engines.registry import spec_of
 from specfrontier.errors import (
     ConfigError,
     EngineError,
+    EngineStalled,
     EngineStartError,
     PortTakenError,
     SpecFrontierError,
@@ -79,7 +82,8 @@ PORT_ATTEMPTS = 2
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
     """How a sweep ended: `done` (every planned cell stored), `incomplete` (some stored, some missing
-    because a setting failed: resumable) or `failed` (not one cell stored: no evidence)."""
+    because a setting failed: resumable) or `failed` (not one cell stored: no evidence). `judged` adds
+    the evidence rule's verdict on the stored cells: `done` with none of them evidence exits 1."""
 
     status: str
     cells: int
@@ -88,14 +92,38 @@ class RunOutcome:
     """Cells the sweep planned in this invocation and could not store."""
     failed_settings: tuple[tuple[str, str], ...] = ()
     """(setting, first line of its error) for every setting that failed in this invocation."""
+    not_evidence: tuple[str, ...] = ()
+    """Stored cells the evidence rule leaves out, each as '<setting> <level>: <reasons>' (`judged`)."""
+    evidence: int | None = None
+    """Stored cells that are evidence (None: not judged yet)."""
+
+    @property
+    def no_evidence(self) -> bool:
+        """Every planned cell is stored, yet not one is evidence (e.g. every cell had half its requests
+        fail): the run produced nothing to decide on, whatever it stored."""
+        return self.status == "done" and self.evidence == 0 and self.cells > 0
 
     @property
     def exit_code(self) -> int:
-        """0: complete; 3: partial evidence (resume to complete it); 1: no evidence at all."""
+        """0: complete evidence; 3: partial evidence (resume to complete it); 1: no evidence at all (nothing
+        stored, or every stored cell left out by the evidence rule)."""
+        if self.no_evidence:
+            return 1
         return {"done": 0, "incomplete": 3}.get(self.status, 1)
+
+    def judged(self, evidence: int, not_evidence: Sequence[str]) -> RunOutcome:
+        """This outcome with the report's evidence rule applied to the run's stored cells (docs/reliability.md:
+        `RunData.verdict`): how many are evidence, and why each other one is not."""
+        return replace(self, evidence=evidence, not_evidence=tuple(not_evidence))
 
     def summary(self, run_id: str, store: Path) -> str | None:
         """One line for a run that is not complete (None when it is), naming what failed and the fix."""
+        if self.no_evidence:
+            return (
+                f"NO EVIDENCE: all {self.cells} stored cell(s) are left out by the evidence rule "
+                f"({self._not_evidence_text()}); no setting is recommended; fix: remove the cause (see the flags "
+                f"of {report_command(run_id, store)}), then run again"
+            )
         if self.status == "done":
             return None
         failed = "; ".join(f"{name}: {error}" for name, error in self.failed_settings[:3]) or "see the report"
@@ -107,6 +135,10 @@ class RunOutcome:
                 f"recommendations use complete evidence only; fix: remove the cause, then {resume}"
             )
         return f"FAILED: no cell could be measured; failed: {failed}{more}; fix: remove the cause, then {resume}"
+
+    def _not_evidence_text(self) -> str:
+        more = f"; and {len(self.not_evidence) - 2} more" if len(self.not_evidence) > 2 else ""
+        return "; ".join(self.not_evidence[:2]) + more
 
 
 @dataclass(slots=True)
@@ -396,13 +428,19 @@ class Sweep:
         async def read_counters() -> SpecCounters | None:
             return await self.adapter.spec_counters(session, client.base_url)
 
-        def server_died(where: str) -> None:
-            code = server.exited()
+        async def server_died(where: str, wait_s: float) -> None:
+            code = await server.wait_exited(wait_s)
             if code is not None:  # a crash mid-window: this cell is not a measurement of the setting
                 raise EngineStartError(
                     f"server {describe_exit(code)} during the cell {where}",
                     log_path=server.log_path,
                     log_tail=tail_of(server.log_path),
+                )
+            if wait_s and not await answers_health(session, client.base_url + self.adapter.health_path):
+                raise EngineStalled(  # requests lost their connection and it is still going down
+                    f"server stopped answering during the cell {where}: requests lost their connection and its "
+                    f"health check fails, though it had not exited {wait_s:g} s later; nothing of the cell is "
+                    f"stored; fix: see the server log ({server.log_path})"
                 )
 
         measured = await measure_cell(
@@ -418,6 +456,20 @@ class Sweep:
         done = measured.store(self.store, run_id, setting.name, wl.key, repeat)
         if self.events.on_cell_done:
             self.events.on_cell_done(done)
+
+
+HEALTH_PROBE_S = 5.0
+"""Longest wait for one health answer after a window that lost connections."""
+
+
+async def answers_health(session: aiohttp.ClientSession, url: str) -> bool:
+    """Whether the server answers its health URL with 200 now (after a window in which requests lost their
+    connection: a server that does not is going down, even if its process has not exited yet)."""
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=HEALTH_PROBE_S)) as resp:
+            return resp.status == 200
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return False
 
 
 def cell_load(config: TuneConfig) -> CellLoad:

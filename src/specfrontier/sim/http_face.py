@@ -19,7 +19,9 @@ KV-token limits (`max_total_num_tokens` is a nominal figure), stop strings, n > 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import stat
 import sys
 import time
 import uuid
@@ -338,7 +340,19 @@ class Face:
                 with open(once, "w", encoding="utf-8") as marker:
                     marker.write("crashed once\n")
             log(f"simulated crash after {self.completed} completed requests (--crash-after {limit})", "ERROR")
+            if self.config.crash_linger_s:
+                _close_sockets()
+                time.sleep(self.config.crash_linger_s)  # blocks the loop on purpose: nothing is served any more
             os._exit(1)
+
+
+def _close_sockets() -> None:
+    """`--crash-linger`: close every socket of this process (the listener and each connection), as the
+    kernel does when a process exits, so clients see resets and refusals while the process still lives."""
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if stat.S_ISSOCK(os.fstat(int(name)).st_mode):
+                os.close(int(name))
 
 
 def _pacer_died(task: asyncio.Task[None]) -> None:

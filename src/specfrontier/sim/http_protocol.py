@@ -39,6 +39,9 @@ class FaceConfig:
     crash_once_file: str | None = None
     """With `crash_after`: crash only while this file does not exist, and create it when crashing (a
     transient crash: the relaunch a `--resume` makes then runs clean)."""
+    crash_linger_s: float = 0.0
+    """With `crash_after`: close every socket first, then live this long before exiting (a server that
+    tears down for a while after its connections are gone, as engines freeing GPU memory do)."""
 
 
 class BadRequest(Exception):

@@ -5,7 +5,8 @@ command line takes SGLang's own flag spellings (engines.md 1.1-1.4) so that the 
 launch it, probe `--help` and read `/server_info` exactly as it does for `sglang.launch_server`; it
 applies SGLang's start-up rules through `resolve_setting` and prints SGLang's warnings and errors.
 
-Fault knobs (`--fail-at-start`, `--oom-above`, `--crash-after` with `--crash-once-file`, `--hang`,
+Fault knobs (`--fail-at-start`, `--oom-above`, `--crash-after` with `--crash-once-file` and
+`--crash-linger`, `--hang`,
 `--stall-stream-after`, `--malformed-sse`, `--slow-start`, `--bind-delay`, `--fork-child`) make the
 failures a real server shows on demand, for reliability tests of the launcher, the client and the sweep
 (tests/faults/, docs/reliability.md).
@@ -97,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     fault.add_argument("--slow-start", type=_non_negative_float, default=None, metavar="S", help="503 for S s.")
     fault.add_argument(
         "--crash-once-file", default=None, metavar="PATH", help="--crash-after only while PATH is absent; creates it."
+    )
+    fault.add_argument(
+        "--crash-linger",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="S",
+        help="--crash-after closes every socket, then exits only after S s.",
     )
     fault.add_argument(
         "--bind-delay",
@@ -241,6 +249,7 @@ def make_config(args: argparse.Namespace) -> FaceConfig:
         malformed_sse=args.malformed_sse,
         crash_after=args.crash_after,
         crash_once_file=args.crash_once_file,
+        crash_linger_s=args.crash_linger,
     )
 
 
