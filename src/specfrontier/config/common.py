@@ -169,6 +169,21 @@ class ExecutorConfig(_Strict):
         return resources
 
 
+class DeployConfig(_Strict):
+    """Where the printed commands serve a recommended setting (the run itself always binds 127.0.0.1 on a
+    free port per launch): None keeps the engine's own default."""
+
+    host: str | None = Field(
+        None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9_.:-]+$",
+        description="--host of the printed commands (unset: the engine's default, so no --host).",
+    )
+    port: int | None = Field(
+        None, ge=1, le=65535, description="--port of the printed commands (unset: the engine's default port)."
+    )
+
+
 class TuneBase(_Strict):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
@@ -241,6 +256,10 @@ class TuneBase(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
     executor: ExecutorConfig = Field(
         default_factory=ExecutorConfig, description="Where the settings run (local, or a Ray cluster)."
+    )
+    deploy: DeployConfig = Field(
+        default_factory=DeployConfig,
+        description="The address the printed (deployable) commands serve on; the run's own is not printed.",
     )
     verify_schedule: bool = Field(
         False,
@@ -377,6 +396,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 
 __all__ = [
     "LISTEN_FLAGS",
+    "DeployConfig",
     "ExecutorConfig",
     "LoadConfig",
     "SettingRefused",
