@@ -203,6 +203,7 @@ def recommend(data: RunData) -> list[Recommendation]:
     """Group consecutive concurrency levels that share a best setting into one recommendation each.
 
     Settings the correctness gate marked unsafe are left out unless the config allows them."""
+    alone = len(data.settings) == 1  # `bench --url`: one server, nothing to compare it with
     data = data.recommendable()
     bests = recommended_per_concurrency(data)
     groups: list[list[Best]] = []
@@ -217,7 +218,10 @@ def recommend(data: RunData) -> list[Recommendation]:
         levels = tuple(b.concurrency for b in group)
         solid = all(b.beyond_spread for b in group)
         speedups = [b.speedup_vs_baseline for b in group if b.speedup_vs_baseline is not None]
-        if name == data.baseline:
+        if alone:
+            note = "the only setting measured: nothing to compare it with (no speed-up is claimed)"
+            solid = True
+        elif name == data.baseline:
             note = "no speculative setting beat the no-speculation baseline beyond the spread of repeats"
             solid = True
         elif speedups:

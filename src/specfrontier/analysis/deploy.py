@@ -67,6 +67,9 @@ def deploy_text(data: RunData, name: str) -> tuple[str, str]:
     """(command, note) as printed under a recommendation: the deployable command and what it leaves out."""
     found = deploy_command(data, name)
     if found is None:
+        url = data.setting(name).params.get("url")
+        if isinstance(url, str):  # `bench --url`: the user's own server, launched by the user's own command
+            return f"(no command: the server at {url} was measured as it runs; specfrontier did not launch it)", ""
         return NOT_LAUNCHED, ""
     return found.text(), found.note()
 

@@ -21,7 +21,7 @@ from specfrontier.analysis import (
     recommend,
     speedup,
 )
-from specfrontier.analysis.deploy import NOT_LAUNCHED
+from specfrontier.analysis.deploy import deploy_text
 from specfrontier.analysis.misconfig import misconfiguration_lines
 from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, verify_schedules
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
@@ -94,9 +94,9 @@ def grid_table(data: RunData, title: str, get: Callable[[CellSummary], OverRepea
 
 
 def speedup_table(data: RunData) -> Table | None:
-    if data.baseline is None:
-        return None
     names = [n for n in data.measured_settings() if n != data.baseline]
+    if data.baseline is None or not names:  # nothing measured beside the baseline (`bench --url`): no table
+        return None
     rows = []
     for c in data.concurrency_levels:
         row = [str(c)]
@@ -213,7 +213,7 @@ def recommendation_lines(data: RunData) -> list[tuple[str, str, str]]:
         levels = ", ".join(str(c) for c in r.concurrency)
         head = f"{data.level_header} = {levels}: {r.setting} ({r.note})"
         if r.deploy is None:
-            out.append((head, NOT_LAUNCHED, ""))
+            out.append((head, *deploy_text(data, r.setting)))
         else:
             out.append((head, r.deploy.text(), r.deploy.note()))
     return out
