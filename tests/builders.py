@@ -145,7 +145,7 @@ def start_printed_command(text: str, health_url: str, timeout_s: float) -> subpr
     import urllib.request
 
     proc = subprocess.Popen(
-        ["bash", "-c", f"exec {text}"],
+        ["bash", "-c", text],  # exactly as pasted (bash runs a lone command in its own place)
         start_new_session=True,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
