@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specfrontier.analysis.summary import RunData
-from specfrontier.engines.base import Deployable, EngineAdapter
+from specfrontier.engines.base import Deployable, EngineAdapter, deploy_address
 from specfrontier.engines.registry import spec, stored_setting
 from specfrontier.errors import ConfigError
 
@@ -48,14 +48,16 @@ def deploy_command(data: RunData, name: str) -> Deployable | None:
     launched = data.setting(name).command
     if not launched:
         return None
+    host, port = _address(data)
     adapter = _adapter(data)
-    if adapter is None:
-        return Deployable(launched, (), ("nothing: the stored engine options no longer parse; as launched",))
+    if adapter is None:  # the engine's own rule needs its options: only the address is rewritten
+        argv, left_out = deploy_address(launched, host=host, port=port)
+        unknown = "the engine's own rule not applied (the stored engine options no longer parse): check its flags"
+        return Deployable(tuple(argv), (), (*left_out, unknown))
     try:
         setting = stored_setting(data.run.engine, name, data.setting(name).params)
     except (ConfigError, ValidationError):
         setting = None
-    host, port = _address(data)
     return adapter.deployable(setting, launched, host=host, port=port)
 
 
