@@ -105,7 +105,8 @@ def run_schedule(
     fmt = _format(engine)
     content = fmt.config(schedule, draft_model=draft or "<draft-model-path>")
     path = str(output) if output is not None else f"<{engine}-schedule-file>"
-    command = fmt.command(schedule, content, path, model=model, draft_model=draft, launch=_launch(data, fmt, schedule))
+    launch = _launch(data, fmt, schedule)
+    command = fmt.command(schedule, content, path, model=model, draft_model=draft, launch=launch)
     console.print(f"  {escape(fmt.above_last(content))}")
     text = fmt.file_text(content)
     if output is not None:
@@ -114,6 +115,8 @@ def run_schedule(
     else:
         console.print(text, end="", markup=False)
     console.print(f"  launch: {escape(command)}")
+    if launch is not None and launch.note():
+        console.print(f"    ({escape(launch.note())})")
     measured = schedule_summary_lines(data)
     for line in measured:
         console.print(f"  measured: {escape(line)}")
