@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -123,3 +125,66 @@ def chmod_binds() -> bool:
         return True
     finally:
         shutil.rmtree(probe.parent)
+
+
+def free_port() -> int:
+    """A port nobody listens on now (bound and released on 127.0.0.1), for a config's `deploy.port`."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_printed_command(text: str, health_url: str, timeout_s: float) -> subprocess.Popen[bytes]:
+    """Paste `text` (a command as printed, `VAR=value ... command`) into bash, in its own process group,
+    and wait until `health_url` answers 200: the server's process, which the caller stops with
+    `stop_group`. Fails the test (stopping the group first) when the server exits or is not ready in time."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    proc = subprocess.Popen(
+        ["bash", "-c", text],  # exactly as pasted (bash runs a lone command in its own place)
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+            stop_group(proc)
+            pytest.fail(f"the printed command exited with status {proc.returncode}: {text}\n{err}")
+        try:
+            with urllib.request.urlopen(health_url, timeout=2) as resp:
+                if resp.status == 200:
+                    return proc
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    stop_group(proc)
+    pytest.fail(f"the printed command was not ready at {health_url} within {timeout_s} s: {text}")
+
+
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the process group `start_printed_command` started (TERM, then KILL after 10 s) and reap it."""
+    import os
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=10)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+    with contextlib.suppress(ProcessLookupError):  # the group's other members, if the server left any
+        os.killpg(proc.pid, signal.SIGKILL)

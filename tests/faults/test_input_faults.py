@@ -288,3 +288,25 @@ def test_a_setting_the_engine_would_refuse_is_refused_before_launch(
     config = write_config(tmp_path / "c.yaml", data)
     assert_one_config_error(cli("tune", "--config", str(config), cwd=tmp_path), *parts)
     assert_nothing_started(tmp_path, store)
+
+
+# -- the address of the printed commands -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("deploy", "message"),
+    [
+        ({"port": 0}, "deploy.port = 0: Input should be greater than or equal to 1"),
+        ({"port": 70000}, "deploy.port = 70000: Input should be less than or equal to 65535"),
+        (
+            {"host": "0.0.0.0; rm -rf ~"},
+            "deploy.host = '0.0.0.0; rm -rf ~': not a host name or IP address; fix: use one such as 0.0.0.0",
+        ),
+        ({"host": "--port"}, "deploy.host = '--port': not a host name or IP address"),
+    ],
+)
+def test_a_bad_deploy_address_is_refused_before_launch(tmp_path: Path, deploy: dict[str, Any], message: str) -> None:
+    """`deploy:` goes into every printed command: a value no server takes, or one a shell would read as more
+    than a host, is refused with the field and the fix before anything starts."""
+    store = tmp_path / "s.db"
+    config = write_config(tmp_path / "c.yaml", sim_config(store, deploy=deploy))
+    assert_one_config_error(cli("tune", "--config", str(config), cwd=tmp_path), message)
+    assert_nothing_started(tmp_path, store)

@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specfrontier.analysis.deploy import deploy_command
 from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
-from specfrontier.engines.base import EngineSetting
+from specfrontier.engines.base import Deployable, EngineSetting
 from specfrontier.engines.registry import stored_setting, vocabulary
 from specfrontier.errors import ConfigError
 from specfrontier.metrics.stats import separated
@@ -186,19 +187,23 @@ def _prefer_cheaper_on_tie(data: RunData, best: Best) -> Best:
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
-    """One recommended setting for a range of concurrency, with its exact launch command."""
+    """One recommended setting for a range of concurrency, with the command to deploy it."""
 
     setting: str
     concurrency: tuple[float, ...]
     command: tuple[str, ...] | None
+    """The launch command as the run stored it (the run's own port and measurement flags)."""
     beyond_spread: bool
     note: str
+    deploy: Deployable | None = None
+    """What a user runs to serve the setting as measured (`analysis.deploy`); None: the run launched none."""
 
 
 def recommend(data: RunData) -> list[Recommendation]:
     """Group consecutive concurrency levels that share a best setting into one recommendation each.
 
     Settings the correctness gate marked unsafe are left out unless the config allows them."""
+    alone = len(data.settings) == 1  # `bench --url`: one server, nothing to compare it with
     data = data.recommendable()
     bests = recommended_per_concurrency(data)
     groups: list[list[Best]] = []
@@ -213,7 +218,10 @@ def recommend(data: RunData) -> list[Recommendation]:
         levels = tuple(b.concurrency for b in group)
         solid = all(b.beyond_spread for b in group)
         speedups = [b.speedup_vs_baseline for b in group if b.speedup_vs_baseline is not None]
-        if name == data.baseline:
+        if alone:
+            note = "the only setting measured: nothing to compare it with (no speed-up is claimed)"
+            solid = True
+        elif name == data.baseline:
             note = "no speculative setting beat the no-speculation baseline beyond the spread of repeats"
             solid = True
         elif speedups:
@@ -233,23 +241,40 @@ def recommend(data: RunData) -> list[Recommendation]:
             note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie" + (
                 "; the cheaper setting is recommended)" if cheaper else ")"
             )
-        distorted = _client_saturated_evidence(data, group)
-        if distorted:
-            note += f"; WARNING: client saturated at {', '.join(distorted)}: this evidence may be distorted"
-        out.append(Recommendation(name, levels, data.setting(name).command, solid, note))
+        flagged = flagged_evidence(data, group)
+        if flagged:
+            note += f"; WARNING: {flagged}: this evidence may be distorted"
+        out.append(Recommendation(name, levels, data.setting(name).command, solid, note, deploy_command(data, name)))
     return out
 
 
-def _client_saturated_evidence(data: RunData, group: list[Best]) -> list[str]:
-    """'<setting> at <level>' for every cell a recommendation rests on (the chosen setting and its
-    runner-up at each level) whose client was saturated in some repeat."""
+def cell_flags(cell: CellSummary) -> list[str]:
+    """Why a cell's figures are not trusted as they stand, in the words of the Flags section (client
+    saturated, noisy, no steady state); empty: none."""
     found = []
-    for b in group:
-        for name in (b.setting, b.runner_up):
-            cell = data.cell(name, b.concurrency) if name else None
-            if cell is not None and cell.client_saturated:
-                found.append(f"{name} {data.level_text(b.concurrency)}")
+    if cell.client_saturated:
+        found.append("client saturated")
+    if cell.noisy:
+        found.append("noisy")
+    if cell.steady_too_short:
+        found.append("no steady state")
     return found
+
+
+def flagged_evidence(data: RunData, group: list[Best]) -> str:
+    """'client saturated at baseline C=1, noisy at ngram C=2' for every flagged cell a recommendation rests
+    on: at each of its levels the chosen setting, its runner-up, and the baseline its speed-up is quoted
+    against. One rule at every level ('' when none is flagged)."""
+    by_flag: dict[str, list[str]] = {}
+    for b in group:
+        names = [b.setting, b.runner_up]
+        if b.speedup_vs_baseline is not None:
+            names.append(data.baseline)
+        for name in dict.fromkeys(n for n in names if n):
+            cell = data.cell(name, b.concurrency)
+            for flag in cell_flags(cell) if cell is not None else []:
+                by_flag.setdefault(flag, []).append(f"{name} {data.level_text(b.concurrency)}")
+    return "; ".join(f"{flag} at {', '.join(cells)}" for flag, cells in by_flag.items())
 
 
 __all__ = [
@@ -258,9 +283,11 @@ __all__ = [
     "Recommendation",
     "beats_baseline",
     "best_per_concurrency",
+    "cell_flags",
     "crossovers",
     "draft_length",
     "figures_separated",
+    "flagged_evidence",
     "is_scheduled",
     "recommend",
     "recommended_per_concurrency",

@@ -91,7 +91,7 @@ def write_compare_html(cmp: Comparison, path: Path, console: Console) -> Path:
 
 
 def print_comparison(cmp: Comparison) -> None:
-    from specfrontier.report.compare import comparison_summary, comparison_tables
+    from specfrontier.report.compare import comparison_commands, comparison_summary, comparison_tables
     from specfrontier.report.terminal import print_table
 
     for table in comparison_tables(cmp):
@@ -100,3 +100,8 @@ def print_comparison(cmp: Comparison) -> None:
     console.print()
     for line in comparison_summary(cmp):
         console.print(f"  {escape(line)}")
+    for headline, command, note in comparison_commands(cmp):
+        console.print(f"  {escape(headline)}")
+        console.print(f"    {escape(command)}", soft_wrap=True)
+        if note:
+            console.print(f"    ({escape(note)})", soft_wrap=True)

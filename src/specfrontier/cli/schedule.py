@@ -20,7 +20,7 @@ from specfrontier.textfiles import check_output_path, write_text_atomic
 
 if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
     from specfrontier.analysis import RunData
-    from specfrontier.engines.base import ScheduleFormat
+    from specfrontier.engines.base import Deployable, ScheduleFormat
     from specfrontier.schedules import DepthSchedule
 
 
@@ -31,6 +31,20 @@ def _paths(data: RunData) -> tuple[str, str | None]:
     if isinstance(engine.get("model_path"), str):
         return engine["model_path"], engine.get("draft_model_path")
     return "<model-path>", "<draft-model-path>"
+
+
+def _launch(
+    data: RunData, fmt: ScheduleFormat, schedule: DepthSchedule | None, name: str | None = None
+) -> Deployable | None:
+    """The deployable command of a setting the run measured on the format's own engine (`name`, else the
+    schedule's deepest setting), which the engine's schedule command starts from: the run's interpreter,
+    model, limits and environment; None for a run of another engine (the format then uses placeholders)."""
+    from specfrontier.analysis.deploy import deploy_command
+
+    if data.run.engine != fmt.engine:
+        return None
+    target = name if name is not None else (schedule.deepest_setting if schedule is not None else None)
+    return deploy_command(data, target) if target is not None else None
 
 
 def _format(name: str) -> ScheduleFormat:
@@ -91,7 +105,8 @@ def run_schedule(
     fmt = _format(engine)
     content = fmt.config(schedule, draft_model=draft or "<draft-model-path>")
     path = str(output) if output is not None else f"<{engine}-schedule-file>"
-    command = fmt.command(schedule, content, path, model=model, draft_model=draft)
+    launch = _launch(data, fmt, schedule)
+    command = fmt.command(schedule, content, path, model=model, draft_model=draft, launch=launch)
     console.print(f"  {escape(fmt.above_last(content))}")
     text = fmt.file_text(content)
     if output is not None:
@@ -100,6 +115,8 @@ def run_schedule(
     else:
         console.print(text, end="", markup=False)
     console.print(f"  launch: {escape(command)}")
+    if launch is not None and launch.note():
+        console.print(f"    ({escape(launch.note())})")
     measured = schedule_summary_lines(data)
     for line in measured:
         console.print(f"  measured: {escape(line)}")
@@ -115,8 +132,10 @@ def run_schedule(
             continue
         console.print(f"  {choice.workload}: {escape(choice.setting)}, {escape(choice.figure)}")
         setting = stored_setting(data, choice.setting)
-        stored = data.setting(choice.setting).command
-        console.print(f"    {escape(fmt.static_command(setting, stored, model=model, draft_model=draft))}")
+        launch = _launch(data, fmt, None, choice.setting)
+        console.print(f"    {escape(fmt.static_command(setting, launch, model=model, draft_model=draft))}")
+        if launch is not None and launch.note():
+            console.print(f"    ({escape(launch.note())})")
 
 
 @app.command()

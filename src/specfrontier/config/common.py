@@ -6,6 +6,7 @@ one line that names the field, the value seen and the fix. Nothing here launches
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
@@ -198,6 +199,32 @@ class ExecutorConfig(_Strict):
         return resources
 
 
+_HOST = re.compile(r"[A-Za-z0-9:][A-Za-z0-9_.:-]*|\[[0-9A-Fa-f:.]+\]")
+"""A host name, an IPv4 or IPv6 address (bracketed or not): what a server's --host takes, nothing a shell reads."""
+
+
+class DeployConfig(_Strict):
+    """Where the printed commands serve a recommended setting (the run itself always binds 127.0.0.1 on a
+    free port per launch): None keeps the engine's own default."""
+
+    host: str | None = Field(
+        None, description="--host of the printed commands (unset: the engine's default, so no --host)."
+    )
+    port: int | None = Field(
+        None, ge=1, le=65535, description="--port of the printed commands (unset: the engine's default port)."
+    )
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is not None and not _HOST.fullmatch(value):
+            raise ValueError(
+                f"deploy.host = {value!r}: not a host name or IP address; fix: use one such as 0.0.0.0, "
+                "127.0.0.1 or my-server (unset: the engine's default)"
+            )
+        return value
+
+
 class TuneBase(_Strict):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
@@ -285,6 +312,10 @@ class TuneBase(_Strict):
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
     executor: ExecutorConfig = Field(
         default_factory=ExecutorConfig, description="Where the settings run (local, or a Ray cluster)."
+    )
+    deploy: DeployConfig = Field(
+        default_factory=DeployConfig,
+        description="The address the printed (deployable) commands serve on; the run's own is not printed.",
     )
     verify_schedule: bool = Field(
         False,
@@ -434,6 +465,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 __all__ = [
     "LISTEN_FLAGS",
     "STORED",
+    "DeployConfig",
     "ExecutorConfig",
     "LoadConfig",
     "SettingRefused",

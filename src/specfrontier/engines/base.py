@@ -21,6 +21,7 @@ asks them for commands and readings and stores what comes back. Adapters are che
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import tempfile
 import weakref
@@ -46,6 +47,69 @@ class Capacity:
     max_running_requests: int
     source: str
     context_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Deployable:
+    """The command a user runs to serve a measured setting (`EngineAdapter.deployable`): the launch command
+    without what only the measurement needed (the run's own port and host, counters switched on for the
+    run, caching turned off so repeats compare fairly), with every environment variable the server was
+    measured under. The store keeps the command as launched; this is drawn from it."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    """Variables the server ran with on top of the user's environment (`EngineAdapter.environment`)."""
+    measuring_only: tuple[str, ...] = ()
+    """What the launch command had that is left out here, each with why (e.g. `--metrics (the run read
+    its counters)`)."""
+
+    def text(self) -> str:
+        """`VAR=value ... command`, quoted for a POSIX shell (a value is quoted after its `=`, so the shell
+        still reads the word as an assignment)."""
+        words = [f"{name}={shlex.quote(value)}" for name, value in self.env]
+        return " ".join([*words, shlex.join(self.argv)])
+
+    def note(self) -> str:
+        """One line naming what was only for measuring ('' when nothing was left out)."""
+        if not self.measuring_only:
+            return ""
+        return "left out, only for measuring: " + "; ".join(self.measuring_only)
+
+
+def without_options(argv: Sequence[str], options: Mapping[str, int]) -> tuple[list[str], list[str]]:
+    """`argv` without each option named in `options` (name -> how many values follow it), and the removed
+    options as they were written (`--port 36729`). Also drops the `--name=value` spelling."""
+    kept: list[str] = []
+    removed: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        name = word.split("=", 1)[0]
+        if name in options and i > 0:
+            width = 0 if "=" in word else options[name]
+            removed.append(shlex.join(argv[i : i + 1 + width]))
+            i += 1 + width
+            continue
+        kept.append(word)
+        i += 1
+    return kept, removed
+
+
+def deploy_address(
+    argv: Sequence[str], *, host: str | None, port: int | None, host_flag: str = "--host", port_flag: str = "--port"
+) -> tuple[list[str], list[str]]:
+    """The launch command with the run's own address replaced by the user's: the run's `--host`/`--port`
+    left out (the port was a free one picked per launch), the user's configured ones appended (none: the
+    engine's defaults). Returns the command and what was left out, with why."""
+    kept, removed = without_options(argv, {host_flag: 1, port_flag: 1})
+    if host is not None:
+        kept += [host_flag, host]
+    if port is not None:
+        kept += [port_flag, str(port)]
+    why = (
+        [f"{' '.join(removed)} (the run's own address; set deploy.host / deploy.port to choose one)"] if removed else []
+    )
+    return kept, why
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +326,17 @@ class EngineAdapter(ABC, Generic[SettingT]):
         run (only the command is), so they must hold no secret the user did not put in a config."""
         return {}
 
+    def deployable(
+        self, setting: SettingT | None, launched: Sequence[str], *, host: str | None, port: int | None
+    ) -> Deployable:
+        """The command a user runs to serve `setting` as it was measured, from the command it was `launched`
+        with (stored with the run): the user's `host`/`port` (None: the engine's default), the flags that
+        only served the measurement left out, the variables of `environment()` in front. An engine whose
+        launch command holds more measurement-only flags overrides this (`setting`: None when its stored
+        parameters no longer parse). Needs no `prepare()`: reports draw it from the store."""
+        argv, left_out = deploy_address(launched, host=host, port=port)
+        return Deployable(tuple(argv), tuple(sorted(self.environment().items())), tuple(left_out))
+
     @abstractmethod
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: SettingT) -> Capacity:
         """Read back the resolved capacity from the running server (never assumed from flags)."""
@@ -354,15 +429,25 @@ class ScheduleFormat(ABC):
 
     @abstractmethod
     def command(
-        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+        self,
+        schedule: Any,
+        config: dict[str, Any],
+        config_path: str,
+        *,
+        model: str,
+        draft_model: str | None,
+        launch: Deployable | None = None,
     ) -> str:
-        """The engine's launch command running the schedule written at `config_path`."""
+        """The engine's launch command running the schedule written at `config_path`. `launch`: the deployable
+        command of the ladder's deepest setting when the run measured it on this engine (its interpreter,
+        model, limits and environment are what the schedule runs with), else None (placeholders)."""
 
     @abstractmethod
     def static_command(
-        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
     ) -> str:
-        """The engine's launch command for one static setting (`stored`: its argv as run, if any)."""
+        """The engine's launch command for one static setting (`launch`: its deployable command when it was
+        measured on this engine)."""
 
     def file_text(self, config: dict[str, Any]) -> str:
         """The file as the engine reads it (JSON unless the engine reads another format)."""
@@ -385,6 +470,7 @@ class Detected:
 
 __all__ = [
     "Capacity",
+    "Deployable",
     "Detected",
     "EngineAdapter",
     "EngineOptions",
@@ -393,6 +479,8 @@ __all__ = [
     "RunningNow",
     "ScheduleFormat",
     "SettingT",
+    "deploy_address",
     "get_json",
     "get_text",
+    "without_options",
 ]

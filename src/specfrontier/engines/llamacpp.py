@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -24,13 +24,16 @@ from pydantic import Field, model_validator
 from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
+    Deployable,
     Detected,
     EngineAdapter,
     EngineOptions,
     EngineSetting,
     ParamNames,
+    deploy_address,
     get_json,
     get_text,
+    without_options,
 )
 from specfrontier.engines.prometheus import parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register
@@ -377,6 +380,17 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
                     argv += [self._flag(logical, _SPELLINGS[logical], setting), str(value)]
         argv += list(eng.extra_args) + list(setting.extra_args)
         return argv
+
+    def deployable(
+        self, setting: LlamaCppSetting | None, launched: Sequence[str], *, host: str | None, port: int | None
+    ) -> Deployable:
+        """Left out: the run's address and `--metrics` (the run reads its counters there; a deployment may
+        keep it for monitoring). Kept: the slots (-np), even when they were the sweep's top concurrency: they
+        split the context (each slot holds ctx_size / slots tokens), which changes what was measured."""
+        argv, left_out = deploy_address(launched, host=host, port=port)
+        argv, removed = without_options(argv, {"--metrics": 0})
+        left_out += [f"{word} (the run read its counters there)" for word in removed]
+        return Deployable(tuple(argv), tuple(sorted(self.environment().items())), tuple(left_out))
 
     def version(self) -> str:
         """From `--version`; pip-built binaries say "build 0, commit unknown" (the sdist has no .git),

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from pydantic import Field, field_validator, model_validator
 from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
+    Deployable,
     Detected,
     EngineAdapter,
     EngineOptions,
@@ -584,8 +584,10 @@ def sglang_adaptive_command(
     *,
     model: str = "<model-path>",
     draft_model: str | None = "<draft-model-path>",
+    launch: Deployable | None = None,
 ) -> str:
-    """`sglang.launch_server` in adaptive mode at the schedule's deepest step, reading `config_path`."""
+    """`sglang.launch_server` in adaptive mode at the schedule's deepest step, reading `config_path` (with the
+    environment of `launch`, the deployable command of a setting the run measured on SGLang)."""
     steps = schedule.max_depth
     t = schedule.template
     argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--speculative-algorithm", t.drafter or ""]
@@ -596,7 +598,7 @@ def sglang_adaptive_command(
     argv += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
     if getattr(t, "max_running_requests", None) is not None:
         argv += ["--max-running-requests", str(t.max_running_requests)]
-    return shlex.join(argv)
+    return Deployable(tuple(argv), launch.env if launch is not None else ()).text()
 
 
 class SGLangAdaptiveSchedule(ScheduleFormat):
@@ -608,15 +610,22 @@ class SGLangAdaptiveSchedule(ScheduleFormat):
         return sglang_adaptive_config(schedule)
 
     def command(
-        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+        self,
+        schedule: Any,
+        config: dict[str, Any],
+        config_path: str,
+        *,
+        model: str,
+        draft_model: str | None,
+        launch: Deployable | None = None,
     ) -> str:
-        return sglang_adaptive_command(schedule, config_path, model=model, draft_model=draft_model)
+        return sglang_adaptive_command(schedule, config_path, model=model, draft_model=draft_model, launch=launch)
 
     def static_command(
-        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
     ) -> str:
-        """The command the setting was run with (a simulator run stores SGLang's equivalent)."""
-        return shlex.join(stored) if stored else "(not stored)"
+        """The setting's deployable command (a simulator run stores SGLang's equivalent)."""
+        return launch.text() if launch is not None else "(not stored)"
 
 
 register_schedule_format(SGLangAdaptiveSchedule())

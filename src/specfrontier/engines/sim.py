@@ -14,14 +14,17 @@ production sampling (`companion`), and compares them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from specfrontier.config.common import TuneBase, WorkloadConfig, startup_timeout
-from specfrontier.engines.base import EngineOptions
+from specfrontier.engines.base import Deployable, EngineOptions
 from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.engines.sglang import SGLangAdapter, SGLangSetting, default_settings
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class SimEngine(EngineOptions):
@@ -66,6 +69,15 @@ class SimAdapter(SGLangAdapter):
 
     def _engine_args(self) -> tuple[str, ...]:
         return ()
+
+    def deployable(
+        self, setting: SGLangSetting | None, launched: Sequence[str], *, host: str | None, port: int | None
+    ) -> Deployable:
+        """SGLang's rule; a host other than loopback also needs `--allow-remote` (the face refuses it else)."""
+        found = super().deployable(setting, launched, host=host, port=port)
+        if host is None or host in LOOPBACK_HOSTS or "--allow-remote" in found.argv:
+            return found
+        return Deployable((*found.argv, "--allow-remote"), found.env, found.measuring_only)
 
     def version(self) -> str:
         eng = self.engine

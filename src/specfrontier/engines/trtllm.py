@@ -97,6 +97,7 @@ from pydantic import Field, model_validator
 from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
+    Deployable,
     Detected,
     EngineAdapter,
     EngineOptions,
@@ -833,9 +834,11 @@ def trtllm_schedule_options(schedule: Any, *, draft_model: str = "<draft-model-p
     return {"speculative_config": spec}
 
 
-def trtllm_schedule_command(options_path: str, *, model: str = "<model-path>") -> str:
-    """`trtllm-serve` reading the options file (bound to 127.0.0.1; its default host is localhost)."""
-    return shlex.join(["trtllm-serve", model, "--host", "127.0.0.1", "--config", options_path])
+def trtllm_schedule_command(options_path: str, *, model: str = "<model-path>", launch: Deployable | None = None) -> str:
+    """`trtllm-serve` reading the options file (on its default host, localhost), with the environment of
+    `launch` (the deployable command of a setting the run measured on TensorRT-LLM)."""
+    argv = ("trtllm-serve", model, "--config", options_path)
+    return Deployable(argv, launch.env if launch is not None else ()).text()
 
 
 class TrtllmDraftLenSchedule(ScheduleFormat):
@@ -847,9 +850,16 @@ class TrtllmDraftLenSchedule(ScheduleFormat):
         return trtllm_schedule_options(schedule, draft_model=draft_model)
 
     def command(
-        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+        self,
+        schedule: Any,
+        config: dict[str, Any],
+        config_path: str,
+        *,
+        model: str,
+        draft_model: str | None,
+        launch: Deployable | None = None,
     ) -> str:
-        return trtllm_schedule_command(config_path, model=model)
+        return trtllm_schedule_command(config_path, model=model, launch=launch)
 
     def file_text(self, config: dict[str, Any]) -> str:
         """YAML, as `--config` reads it: integer batch-size keys stay integers (JSON would make them strings)."""
@@ -862,19 +872,19 @@ class TrtllmDraftLenSchedule(ScheduleFormat):
         return f"above batch size {last}: no speculation (TensorRT-LLM's rule above the last key)"
 
     def static_command(
-        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
     ) -> str:
-        """A setting measured on TensorRT-LLM: the command it ran; another engine's: its Eagle3/draft chain as
-        an options file to write (shown inline)."""
-        if isinstance(setting, TrtllmSetting) and stored:
-            return shlex.join(stored)
+        """A setting measured on TensorRT-LLM: its deployable command; another engine's: its Eagle3/draft chain
+        as an options file to write (shown inline)."""
+        if isinstance(setting, TrtllmSetting) and launch is not None:
+            return launch.text()
         if not setting.speculative:
-            return shlex.join(["trtllm-serve", model, "--host", "127.0.0.1"])
+            return shlex.join(["trtllm-serve", model])
         kind = SCHEDULE_TYPES.get(setting.drafter or "")
         if kind is None or setting.depth is None:
             return f"(no TensorRT-LLM equivalent of {setting.name}: {setting.drafter} without a chain depth)"
         spec = {"decoding_type": kind, "max_draft_len": setting.depth, "speculative_model": draft_model or "<draft>"}
-        return f"trtllm-serve {model} --host 127.0.0.1 --config OPTIONS.yaml  # OPTIONS.yaml: " + json.dumps(
+        return f"trtllm-serve {shlex.quote(model)} --config OPTIONS.yaml  # OPTIONS.yaml: " + json.dumps(
             {"speculative_config": spec}
         )
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pydantic import Field, model_validator
 from specfrontier.config.common import TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
+    Deployable,
     Detected,
     EngineAdapter,
     EngineOptions,
@@ -49,8 +49,10 @@ from specfrontier.engines.base import (
     ParamNames,
     RunningNow,
     ScheduleFormat,
+    deploy_address,
     get_json,
     get_text,
+    without_options,
 )
 from specfrontier.engines.prometheus import Sample, counter, parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
@@ -508,6 +510,30 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
             env["ARCTIC_INFERENCE_ENABLED"] = "1"
         return env
 
+    def deployable(
+        self, setting: VllmSetting | None, launched: Sequence[str], *, host: str | None, port: int | None
+    ) -> Deployable:
+        """Left out: the run's address; `--no-enable-prefix-caching` (repeats send the same prompts, so the run
+        turns vLLM's prefix cache off to compare them fairly; a deployment keeps vLLM's default); and
+        `--max-num-seqs` when it was the sweep's top concurrency rather than the setting's own (it only kept
+        measured requests from waiting for a seat). Kept: everything else, and the environment the server
+        ran with (VLLM_CPU_KVCACHE_SPACE sizes the KV cache: without it the CPU backend takes far more)."""
+        argv, left_out = deploy_address(launched, host=host, port=port)
+        caching = " (the run measures repeats of the same prompts without a prefix cache; vLLM's default caches)"
+        argv, removed = without_options(argv, {"--no-enable-prefix-caching": 0})
+        left_out += [word + caching for word in removed]
+        if setting is not None and setting.max_num_seqs is None:
+            argv, removed = without_options(argv, {"--max-num-seqs": 1})
+            left_out += [
+                f"{word} (the sweep's top concurrency, so no measured request waited for a seat; add it back to "
+                "cap the server as measured)"
+                for word in removed
+            ]
+        env = self.environment()
+        if setting is not None and setting.method == "suffix":
+            env["ARCTIC_INFERENCE_ENABLED"] = "1"  # the suffix drafter's plugin switch, set for its launch
+        return Deployable(tuple(argv), tuple(sorted(env.items())), tuple(left_out))
+
     def version(self) -> str:
         return f"vllm {self.installed.version}" if self.installed else "vllm (version from /version)"
 
@@ -658,14 +684,29 @@ def vllm_speculative_config(schedule: Any, *, draft_model: str = "<draft-model-p
     return config
 
 
-def vllm_command(speculative_config: dict[str, Any], *, model: str = "<model-path>") -> str:
-    """`vllm serve` with the schedule (bound to 127.0.0.1; vLLM listens on all interfaces by default)."""
-    argv = ["vllm", "serve", model, "--host", "127.0.0.1", "--speculative-config", json.dumps(speculative_config)]
-    return shlex.join(argv)
+VLLM_SERVER = ("python", "-m", "vllm.entrypoints.openai.api_server")
+"""How vLLM's server is started when the run has no command of its own to start from: as a module (the
+`vllm` console script of `vllm-cpu` fails, see the module docstring)."""
+
+
+def vllm_command(
+    speculative_config: dict[str, Any] | None, *, model: str = "<model-path>", launch: Deployable | None = None
+) -> str:
+    """The server running `speculative_config` (None: no speculation). From `launch`, the deployable command
+    of a setting the run measured on vLLM (its Python, model, limits and environment), with the speculative
+    config swapped in; without it, `python -m vllm.entrypoints.openai.api_server --model MODEL`."""
+    if launch is not None:
+        argv, _ = without_options(launch.argv, {"--speculative-config": 1})
+        env = launch.env
+    else:
+        argv, env = [*VLLM_SERVER, "--model", model], ()
+    if speculative_config is not None:
+        argv += ["--speculative-config", json.dumps(speculative_config, separators=(",", ":"))]
+    return Deployable(tuple(argv), env).text()
 
 
 class VllmDynamicSchedule(ScheduleFormat):
-    """vLLM's `--speculative-config` with `num_speculative_tokens_per_batch_size`, and `vllm serve`."""
+    """vLLM's `--speculative-config` with `num_speculative_tokens_per_batch_size`, and its server module."""
 
     engine: ClassVar[str] = "vllm"
 
@@ -673,27 +714,33 @@ class VllmDynamicSchedule(ScheduleFormat):
         return vllm_speculative_config(schedule, draft_model=draft_model)
 
     def command(
-        self, schedule: Any, config: dict[str, Any], config_path: str, *, model: str, draft_model: str | None
+        self,
+        schedule: Any,
+        config: dict[str, Any],
+        config_path: str,
+        *,
+        model: str,
+        draft_model: str | None,
+        launch: Deployable | None = None,
     ) -> str:
-        return vllm_command(config, model=model)
+        return vllm_command(config, model=model, launch=launch)
 
     def static_command(
-        self, setting: EngineSetting, stored: tuple[str, ...] | None, *, model: str, draft_model: str | None
+        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
     ) -> str:
-        """`vllm serve` with the setting's drafter and depth as vLLM's speculative config (a setting measured
-        on vLLM: the command it was run with)."""
-        if isinstance(setting, VllmSetting) and stored:
-            return shlex.join(stored)
-        argv = ["vllm", "serve", model, "--host", "127.0.0.1"]
-        if setting.speculative:
-            method = VLLM_METHOD.get(setting.drafter or "")
-            if setting.depth is None or method is None:
-                return f"(no vLLM equivalent of {setting.name}: vLLM has no tree/top-k drafting or {setting.drafter})"
-            spec: dict[str, Any] = {"method": method, "num_speculative_tokens": setting.depth}
-            if method != "mtp":
-                spec["model"] = draft_model or "<draft-model-path>"
-            argv += ["--speculative-config", json.dumps(spec)]
-        return shlex.join(argv)
+        """A setting measured on vLLM: its deployable command; another engine's: its drafter and depth as
+        vLLM's speculative config."""
+        if isinstance(setting, VllmSetting) and launch is not None:
+            return launch.text()
+        if not setting.speculative:
+            return vllm_command(None, model=model)
+        method = VLLM_METHOD.get(setting.drafter or "")
+        if setting.depth is None or method is None:
+            return f"(no vLLM equivalent of {setting.name}: vLLM has no tree/top-k drafting or {setting.drafter})"
+        spec: dict[str, Any] = {"method": method, "num_speculative_tokens": setting.depth}
+        if method != "mtp":
+            spec["model"] = draft_model or "<draft-model-path>"
+        return vllm_command(spec, model=model)
 
 
 register_schedule_format(VllmDynamicSchedule())
@@ -719,6 +766,7 @@ __all__ = [
     "DRAFT_METHODS",
     "VLLM_METHOD",
     "VLLM_NAMES",
+    "VLLM_SERVER",
     "InstalledVllm",
     "VllmAdapter",
     "VllmDynamicSchedule",

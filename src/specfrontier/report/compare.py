@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specfrontier.analysis.compare import Comparison, figure_deltas
+from specfrontier.analysis.deploy import deploy_text
 from specfrontier.analysis.summary import OverRepeats
 from specfrontier.report.table_model import Table
 
@@ -110,6 +111,20 @@ def comparison_summary(cmp: Comparison) -> list[str]:
     return lines
 
 
+def comparison_commands(cmp: Comparison) -> list[tuple[str, str, str]]:
+    """(headline, command to deploy, what it leaves out as measurement-only) for each setting best in B (the
+    later run) at some shared level, drawn from B's store by its engine's rule like every recommendation."""
+    levels: dict[str, list[str]] = {}
+    for r in cmp.recommendations:
+        if r.best_b:
+            levels.setdefault(r.best_b, []).append(str(r.concurrency))
+    out = []
+    for name, at in levels.items():
+        command, note = deploy_text(cmp.b, name)
+        out.append((f"B's best at C = {', '.join(at)}: {name}", command, note))
+    return out
+
+
 def _gain(cmp: Comparison, setting: str, baseline: str, c: float, which: str) -> float | None:
     data = cmp.a if which == "a" else cmp.b
     cell, base = data.cell(setting, c), data.cell(baseline, c)
@@ -118,4 +133,4 @@ def _gain(cmp: Comparison, setting: str, baseline: str, c: float, which: str) ->
     return cell.aggregate_tok_s.median / base.aggregate_tok_s.median
 
 
-__all__ = ["comparison_summary", "comparison_tables", "delta_tables"]
+__all__ = ["comparison_commands", "comparison_summary", "comparison_tables", "delta_tables"]

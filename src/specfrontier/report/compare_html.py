@@ -8,7 +8,7 @@ from typing import Any
 
 from specfrontier.analysis.compare import Comparison
 from specfrontier.report import plots
-from specfrontier.report.compare import comparison_summary, comparison_tables
+from specfrontier.report.compare import comparison_commands, comparison_summary, comparison_tables
 from specfrontier.report.html import Plot, render_page
 from specfrontier.report.tables import SIMULATED_NOTE
 
@@ -58,6 +58,7 @@ def compare_html(cmp: Comparison) -> str:
         "simulated": simulated,
         "runs": _run_facts(cmp),
         "summary": comparison_summary(cmp),
+        "commands": comparison_commands(cmp),
         "plot": None
         if svg is None
         else Plot(

@@ -91,8 +91,12 @@ def _views(data: RunData) -> list[tuple[str, RunData]]:
     return [(f"workload {w}: " if data.multi_workload else "", view) for w, view in data.workload_views()]
 
 
-def _recommendations(data: RunData) -> list[tuple[str, str]]:
-    return [(prefix + head, command) for prefix, view in _views(data) for head, command in recommendation_lines(view)]
+def _recommendations(data: RunData) -> list[tuple[str, str, str]]:
+    return [
+        (prefix + head, command, note)
+        for prefix, view in _views(data)
+        for head, command, note in recommendation_lines(view)
+    ]
 
 
 def _crossovers(data: RunData) -> list[str]:

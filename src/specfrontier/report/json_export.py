@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
+from specfrontier.analysis.deploy import deploy_command
 from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json, verdict_text
@@ -259,6 +260,7 @@ def report_json(data: RunData) -> dict[str, Any]:
                 "first_e2e_ms": s.first_e2e_ms,
                 "acceptance_per_position": _per_position(data, s.name),
                 "command": shlex.join(s.command) if s.command else None,
+                "deploy_command": deployed.text() if (deployed := deploy_command(data, s.name)) else None,
                 "error": s.error,
             }
             for s in data.settings
@@ -309,7 +311,10 @@ def decisions_json(data: RunData) -> dict[str, Any]:
             {
                 "setting": r.setting,
                 "concurrency": list(r.concurrency),
-                "command": shlex.join(r.command) if r.command else None,
+                "command": r.deploy.text() if r.deploy else None,
+                "environment": dict(r.deploy.env) if r.deploy else {},
+                "measuring_only": list(r.deploy.measuring_only) if r.deploy else [],
+                "launched_command": shlex.join(r.command) if r.command else None,
                 "beyond_spread": r.beyond_spread,
                 "note": r.note,
             }

@@ -64,8 +64,10 @@ def _view_sections(data: RunData) -> list[str]:
     rec = ["### Recommendation", ""]
     if not data.cells:
         rec.append("Nothing to recommend: no cell was measured (see the flags for failed settings).")
-    for headline, command in recommendation_lines(data):
+    for headline, command, note in recommendation_lines(data):
         rec += [f"- {_escape(headline)}", "", "  ```", f"  {command}", "  ```"]
+        if note:
+            rec += ["", f"  ({_escape(note)})"]
     body.append("\n".join(rec) + "\n")
     flags = flag_lines(data)
     if flags:

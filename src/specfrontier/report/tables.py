@@ -7,7 +7,6 @@ which metrics get a grid of their own is declared in `metric_specs`.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 
 from specfrontier.analysis import (
@@ -22,6 +21,7 @@ from specfrontier.analysis import (
     recommend,
     speedup,
 )
+from specfrontier.analysis.deploy import deploy_text
 from specfrontier.analysis.misconfig import misconfiguration_lines
 from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, verify_schedules
 from specfrontier.analysis.summary import failed_over_bound, percent
@@ -119,9 +119,9 @@ def evidence_table(data: RunData) -> Table:
 
 
 def speedup_table(data: RunData) -> Table | None:
-    if data.baseline is None:
-        return None
     names = [n for n in data.measured_settings() if n != data.baseline]
+    if data.baseline is None or not names:  # nothing measured beside the baseline (`bench --url`): no table
+        return None
     rows = []
     for c in data.concurrency_levels:
         row = [str(c)]
@@ -231,13 +231,16 @@ def crossover_lines(data: RunData) -> list[str]:
     return lines or ["no crossover: the order of settings is the same at every measured concurrency"]
 
 
-def recommendation_lines(data: RunData) -> list[tuple[str, str]]:
-    """(headline, exact launch command) per recommendation."""
+def recommendation_lines(data: RunData) -> list[tuple[str, str, str]]:
+    """(headline, command to deploy, what the command leaves out as measurement-only) per recommendation."""
     out = []
     for r in recommend(data):
         levels = ", ".join(str(c) for c in r.concurrency)
         head = f"{data.level_header} = {levels}: {r.setting} ({r.note})"
-        out.append((head, shlex.join(r.command) if r.command else "(no command recorded)"))
+        if r.deploy is None:
+            out.append((head, *deploy_text(data, r.setting)))
+        else:
+            out.append((head, r.deploy.text(), r.deploy.note()))
     return out
 
 

@@ -135,9 +135,11 @@ def _print_view(data: RunData, console: Console) -> None:
     console.print("[bold green]Recommendation[/bold green]")
     if not data.cells:
         console.print("  nothing to recommend: no cell was measured (see the flags for failed settings)")
-    for headline, command in recommendation_lines(data):
+    for headline, command, note in recommendation_lines(data):
         console.print(f"  {escape(headline)}")
         console.print(f"    {escape(command)}", soft_wrap=True)
+        if note:
+            console.print(f"    [dim]({escape(note)})[/dim]", soft_wrap=True)
 
 
 __all__ = ["print_report", "print_table"]

@@ -99,3 +99,29 @@ def test_cells_without_recorded_health_are_not_flagged(tmp_path: Path) -> None:
     print_report(data, console)
     assert "'c' marks" not in console.export_text()
     store.close()
+
+
+def test_a_flagged_baseline_warns_the_speed_up_quoted_against_it(tmp_path: Path) -> None:
+    """Issue 30: the C = 1 baseline was client saturated, and the C = 1 win quoted against it ("1.26x") had no
+    warning while the C = 2, 4 lines did. The baseline a speed-up is quoted against is evidence too."""
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
+    for pos, (name, tokens) in enumerate((("baseline", 10), ("ngram", 20), ("spec", 30))):
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
+        store.update_setting(run_id, name, status="done", command=["srv", name])
+        for c in (1, 64):
+            store.record_cell(
+                run_id,
+                setting_id=name,
+                workload="w",
+                concurrency=c,
+                repeat=0,
+                requests=_requests(tokens),
+                counters=None,
+                acceptance_source=None,
+                client_health=_health(40.0 if (name == "baseline" and c == 1) else 0.3),
+            )
+    (rec,) = recommend(load_run(store, run_id))
+    assert rec.setting == "spec" and rec.concurrency == (1, 64)  # runner-up ngram: the baseline only as reference
+    assert "3.00x the baseline" in rec.note and "WARNING: client saturated at baseline C=1" in rec.note
+    store.close()

@@ -12,7 +12,7 @@ from html_runs import HOSTILE_SETTING, build_run
 from specfrontier.analysis import load_run
 from specfrontier.analysis.compare import Comparison, compare_runs, figure_deltas, significant
 from specfrontier.analysis.summary import OverRepeats
-from specfrontier.report.compare import comparison_tables
+from specfrontier.report.compare import comparison_commands, comparison_tables
 from specfrontier.report.compare_html import compare_html
 
 
@@ -78,3 +78,24 @@ def test_compare_cli_writes_html(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code == 0 and target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_compare_prints_the_command_to_deploy_bs_choice_not_the_runs_own(tmp_path: Path) -> None:
+    """Issue 30: compare prints the later run's choice as a command to deploy (the run's own port, host and
+    --metrics left out and named), in the terminal and on the page."""
+    store_a, run_a = build_run(tmp_path / "a.db")
+    store_b, run_b = build_run(tmp_path / "b.db")
+    for s in store_b.settings(run_b):
+        launched = ("llama-server", "--host", "127.0.0.1", "--port", "4711", "-m", "m.gguf", "--metrics")
+        store_b.update_setting(run_b, s.name, command=launched)
+    cmp = compare_runs(load_run(store_a, run_a), load_run(store_b, run_b))
+    store_a.close()
+    store_b.close()
+    commands = comparison_commands(cmp)
+    assert commands and {best for r in cmp.recommendations if (best := r.best_b)} == {
+        head.split(": ")[1] for head, _, _ in commands
+    }
+    for _head, command, note in commands:
+        assert command == "llama-server -m m.gguf" and "--port 4711" in note and "--metrics" in note
+    page = compare_html(cmp)
+    assert set(re.findall(r'<pre class="command">([^<]*)</pre>', page)) == {"llama-server -m m.gguf"}

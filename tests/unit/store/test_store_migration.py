@@ -10,6 +10,7 @@ import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.builders import run_cli
@@ -34,10 +35,29 @@ def _version(path: Path) -> int:
         return int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
 
 
+LATER_KEYS = {"recommendations": ("environment", "measuring_only", "launched_command"), "settings": ("deploy_command",)}
+"""Keys the JSON report gained after the fixture's version (the deployable command, issue 30): derived from
+the stored launch command, not figures; left out of the comparison."""
+
+
+def _as_of_fixture(report: Any) -> Any:
+    """The report without `LATER_KEYS`, wherever a recommendations or settings list appears."""
+    if isinstance(report, list):
+        return [_as_of_fixture(item) for item in report]
+    if not isinstance(report, dict):
+        return report
+    out = {}
+    for key, value in report.items():
+        if key in LATER_KEYS and isinstance(value, list):
+            value = [{k: v for k, v in row.items() if k not in LATER_KEYS[key]} for row in value]
+        out[key] = _as_of_fixture(value)
+    return out
+
+
 def _report(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], store: Path, run: str) -> object:
     code, out, err = run_cli(monkeypatch, capsys, "report", run, "--store", str(store), "--format", "json")
     assert code == 0, err
-    return json.loads(out)
+    return _as_of_fixture(json.loads(out))
 
 
 def test_the_fixture_is_a_schema_4_store_with_two_runs(old_store: Path) -> None:
@@ -65,7 +85,7 @@ def test_an_old_store_reports_the_same_goodput_under_slos(
         "--slo", "ttft_p90_ms=40,tpot_p99_ms=9.5",
     )  # fmt: skip
     assert code == 0, err
-    assert json.loads(out) == json.loads(expected_file.read_text())
+    assert _as_of_fixture(json.loads(out)) == json.loads(expected_file.read_text())
 
 
 def test_opening_an_old_store_to_write_migrates_it_and_keeps_its_runs(
