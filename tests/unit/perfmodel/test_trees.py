@@ -95,3 +95,14 @@ def test_rank_share_is_fitted_from_throughput_when_no_acceptance_is_reported() -
         for c in (1, 4):  # below every capacity: no law is given without read-back
             errors.append(abs(model.predict(p, c).aggregate_tok_s / (1000 * c * _tau(p) / _cycle_ms(c, p)) - 1))
     assert max(errors) < 0.05
+
+
+def test_plan_offers_untested_trees_of_a_family_whose_trees_were_measured() -> None:
+    from specfrontier.perfmodel.plan import candidates
+
+    model = fit_model(_cells(FITTED), rho=RHO)
+    offered = {c.params for c in candidates(model, _cells(FITTED)) if not c.measured}
+    assert _p(5, 4, 8) in offered and _p(6, 8, 16) in offered  # measured shapes at other depths
+    assert _p(1, 8, 16) not in offered  # beyond SGLang's bound: 15 > 8 + 0 * 64
+    chains_only = fit_model(_cells([_p(1), _p(2)]), rho=RHO)
+    assert all(c.params.topk == 1 for c in candidates(chains_only, _cells([_p(1), _p(2)])))
