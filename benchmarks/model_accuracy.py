@@ -1,6 +1,10 @@
 """How well the performance model predicts depths it was not fitted on, and whether it picks the right one.
 
-Run: `.venv/bin/python benchmarks/model_accuracy.py [--quick]`.
+Run: `.venv/bin/python benchmarks/model_accuracy.py [--quick] [--space chains|trees|all]`.
+
+`--space trees` (or `all`, the default) adds the 3-D spaces of SGLang trees (steps x topk x draft tokens,
+dense and MoE, 67 settings x C = 1-64; `model_accuracy_trees.py` says how they are built and scored): the
+model fitted on a random quarter of the settings predicts the rest.
 
 Each case is a sweep of the seed's kind: EAGLE-3 chains (topk 1, draft tokens = steps + 1), steps 1-6 x
 C = 1, 2, 4, 8, 16, 32, 64, with ONLY aggregate tok/s given to the model (no acceptance, no capacity, no
@@ -37,8 +41,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+
+import model_accuracy_trees
 
 from specfrontier.analysis.summary import summarise_cells
 from specfrontier.config.common import WorkloadConfig
@@ -129,18 +135,7 @@ def _sweep(name: str, folder: Path) -> tuple[list[ModelCell], Spread]:
         (c.setting, c.concurrency): (c.aggregate_tok_s.low or 0.0, c.aggregate_tok_s.high or 0.0)
         for c in summarise_cells(sweep.store.cells(run_id))
     }
-    stripped = [
-        replace(
-            c,
-            per_request_tok_s=None,
-            capacity=None,
-            acceptance_length=None,
-            acceptance_per_position=(),
-            output_tokens=None,
-        )
-        for c in cells
-        if c.params.speculative
-    ]
+    stripped = model_accuracy_trees.tok_s_only([c for c in cells if c.params.speculative])
     return stripped, spread
 
 
@@ -217,8 +212,13 @@ def _seed_table() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only the seed case")
+    parser.add_argument("--quick", action="store_true", help="only the seed chain case; trees: one draw, 5 levels")
+    parser.add_argument("--space", choices=("chains", "trees", "all"), default="all", help="which spaces to score")
     args = parser.parse_args()
+    if args.space in ("trees", "all"):
+        model_accuracy_trees.run(args.quick)
+    if args.space == "trees":
+        return
     cases = ("seed",) if args.quick else ("seed", "seed-chat", "dense", "late-knee")
     scores = []
     with tempfile.TemporaryDirectory() as folder:

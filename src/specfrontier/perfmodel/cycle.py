@@ -7,6 +7,8 @@ simulator); each is linear in non-negative coefficients once one shape parameter
 - moe:      dense + ce * (1 - (1 - rho)^(B*D))   MoESD expert coverage with E folded into ce; rho = k/E
             is known from the model card or chosen on a grid (RHO_GRID)
 - roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   ridge n0 on a grid (RIDGE_GRID)
+- moe-roofline: the expert coverage and the ridge together (rho known only: with rho on a grid too the
+            fit would cost 11 x more; without rho the form is not tried)
 
 s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
 draft cost, so this module lays the draft columns out per family). Coefficients are fitted by
@@ -54,6 +56,8 @@ class CycleModel:
     shape: float | None
     families: tuple[str, ...]
     coefficients: tuple[float, ...]
+    rho: float | None = None
+    """The routing ratio of the moe-roofline form (given, not fitted); None for the other forms."""
     unidentified: tuple[tuple[str, ...], ...] = ()
     """Groups of terms the fitted cells cannot tell apart (their columns are linearly dependent there, e.g.
     with topk 1 the verify term B*D = B + s*B is the per-request plus the draft-token term): each group's
@@ -61,7 +65,7 @@ class CycleModel:
 
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
         """T(B, setting) in ms (decode only: the overhead terms are left out)."""
-        row = features(self.form, self.shape, self.families, batch, params)
+        row = features(self.form, self.shape, self.families, batch, params, self.rho)
         return float(row @ np.asarray(self.coefficients[: row.size]))
 
     def overhead_ms(self, batch: int) -> float:
@@ -86,14 +90,16 @@ OVERHEAD_TERMS = ("request_overhead_ms", "request_overhead_per_running_ms")
 """h0, h1 of the per-request turnaround overhead O(B) = h0 + h1 * B (only aggregate figures see it)."""
 
 
-def features(form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams) -> Matrix:
+def features(
+    form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams, rho: float | None = None
+) -> Matrix:
     """The design row of one (B, setting) for `form`."""
     b = float(batch)
     row = [1.0, b]
     for f in families:
         own = params.speculative and params.family == f
         row += [params.steps if own else 0.0, params.steps * b * params.topk if own else 0.0]
-    row += verify_terms(form, shape, verified_tokens(b, params.verified))
+    row += verify_terms(form, shape, verified_tokens(b, params.verified), rho)
     return np.asarray(row, dtype=np.float64)
 
 
@@ -103,18 +109,24 @@ def shapes(form: str, rho: float | None) -> tuple[float | None, ...]:
         return (rho,) if rho is not None else RHO_GRID
     if form == "roofline":
         return RIDGE_GRID
+    if form == "moe-roofline":
+        return RIDGE_GRID if rho is not None else ()
     return (None,)
 
 
 def fit_form(
-    form: str, shape: float | None, families: Sequence[str], observations: Sequence[CycleObservation]
+    form: str,
+    shape: float | None,
+    families: Sequence[str],
+    observations: Sequence[CycleObservation],
+    rho: float | None = None,
 ) -> tuple[CycleModel, float]:
     """Fit one form with a fixed shape; returns the model and its RMS relative residual on `observations`."""
     rows = np.vstack(
         [
             np.concatenate(
                 [
-                    features(form, shape, families, o.batch, o.params),
+                    features(form, shape, families, o.batch, o.params, rho),
                     [o.overhead_per_token, o.overhead_per_token * o.batch],
                 ]
             )
@@ -131,7 +143,8 @@ def fit_form(
     coef[keep], _ = nnls(rows[:, keep], np.ones(len(observations)))
     resid = rows @ coef - 1.0
     rms = float(np.sqrt(np.mean(resid**2)))
-    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), groups), rms
+    kept_rho = rho if form == "moe-roofline" else None
+    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), kept_rho, groups), rms
 
 
 def dependent_columns(rows: Matrix, names: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], set[int]]:
@@ -145,10 +158,12 @@ def dependent_columns(rows: Matrix, names: Sequence[str]) -> tuple[tuple[tuple[s
     groups: list[tuple[str, ...]] = []
     while len(live) > 1:
         sub = rows[:, live] / norms[live]
-        _, sing, vt = np.linalg.svd(sub, full_matrices=True)
+        # Only V is needed: with at least as many rows as columns the reduced SVD has all of it, and the
+        # full one also builds a rows x rows U (tens of ms for a 3-D space's hundreds of cells, per fit).
+        _, sing, vt = np.linalg.svd(sub, full_matrices=sub.shape[0] < sub.shape[1])
         if int(np.sum(sing > 1e-9 * sing[0])) == len(live):
             break
-        null = vt[-1]  # with full matrices the last right-singular vector lies in the null space
+        null = vt[-1]  # V square (len(live) rows): the last right-singular vector lies in the null space
         members = [live[j] for j in range(len(live)) if abs(null[j]) > 1e-6]
         groups.append(tuple(names[i] for i in members))
         dropped.add(members[-1])

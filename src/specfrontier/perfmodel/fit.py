@@ -31,6 +31,7 @@ from specfrontier.perfmodel.capacity import CapacityLaw, fit_capacity
 from specfrontier.perfmodel.cycle import FORMS, CycleModel, CycleObservation, fit_form, shapes
 from specfrontier.perfmodel.plateau import infer_capacity
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
+from specfrontier.theory.acceptance import DEFAULT_RANK_SHARE
 from specfrontier.theory.capacity import with_user_cap
 from specfrontier.theory.throughput import per_request_tok_s, running_requests
 
@@ -41,6 +42,9 @@ aggregate tok/s alone a compute ridge reads as a law with S0 near 0 and fits alm
 simulated sweeps (benchmarks/model_accuracy.py) a true capacity limit cut the error to 0.10-0.15 x, a
 compute plateau (chat sampling, where depth 2 saturates before its capacity) only to 0.82-0.91 x, and
 keeping that law put held-out depths 10 % low."""
+SHARE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+"""Rank shares tried for a drafter whose trees were measured by throughput alone (no acceptance)."""
+FROM_THROUGHPUT = "fitted from throughput (no acceptance measured)"
 INTERVAL_WIDTH = 2.0
 """Half-width of the prediction interval in units of the LOO RMS relative error."""
 
@@ -100,7 +104,7 @@ class FittedModel:
                 f"model: family = {params.family!r}: no fitted cell uses this drafter (fitted: {known}); "
                 "fix: measure at least one setting of it, or predict a fitted family"
             )
-        return family.tau(params)
+        return family.tau(params, params.family)
 
     def capacity(self, params: SettingParams) -> int | None:
         """Running-request capacity: the setting's read-back value if measured, else the fitted law."""
@@ -150,6 +154,8 @@ class FittedModel:
             shape = f" (rho = k/E = {self.cycle.shape:.4g}{', given' if self.rho is not None else ', fitted'})"
         elif self.cycle.form == "roofline" and self.cycle.shape is not None:
             shape = f" (ridge at {self.cycle.shape:.3g} verified tokens)"
+        elif self.cycle.form == "moe-roofline" and self.cycle.shape is not None:
+            shape = f" (rho = k/E = {self.cycle.rho:.4g}, given; ridge at {self.cycle.shape:.3g} verified tokens)"
         loo = ", ".join(f"{k} {'-' if v is None else f'{100 * v:.1f} %'}" for k, v in self.loo_rms.items())
         lines = [
             f"cycle form: {self.cycle.form}{shape}; {terms}",
@@ -169,6 +175,10 @@ class FittedModel:
         for name, fam in sorted(self.acceptance.items()):
             rates = ", ".join(f"{a:.3f}" for a in fam.conditional)
             lines.append(f"acceptance [{name}]: conditional per-position rates {rates} ({fam.source})")
+            if fam.rank_share is not None:
+                lines.append(f"acceptance [{name}]: tree rank share {fam.rank_share:.3f} ({fam.rank_source})")
+            else:
+                lines.append(f"acceptance [{name}]: trees (topk > 1) not predictable: none measured")
         return lines
 
 
@@ -181,11 +191,23 @@ class _Context:
     measured_capacity: dict[SettingParams, int]
     families: tuple[str, ...]
     free: tuple[str, ...]
+    free_trees: tuple[str, ...] = ()
+    """Free families with tree cells: their rank share is fitted from throughput too."""
 
-    def model(self, cycle: CycleModel, alphas: dict[str, float], train_rms: float, rho: float | None) -> FittedModel:
+    def model(
+        self,
+        cycle: CycleModel,
+        alphas: dict[str, float],
+        train_rms: float,
+        rho: float | None,
+        shares: dict[str, float] | None = None,
+    ) -> FittedModel:
         acceptance = dict(self.known)
         for f in self.free:
-            acceptance[f] = FamilyAcceptance.constant(alphas[f], "fitted from throughput (no acceptance measured)")
+            share = None if f not in self.free_trees else (shares or {}).get(f, DEFAULT_RANK_SHARE)
+            acceptance[f] = FamilyAcceptance.constant(
+                alphas[f], FROM_THROUGHPUT, share, FROM_THROUGHPUT if share is not None else ""
+            )
         lengths = [c.output_tokens for c in self.cells if c.output_tokens]
         return FittedModel(
             cycle, acceptance, self.law, self.measured_tau, self.measured_capacity, train_rms, cells=len(self.cells),
@@ -204,6 +226,7 @@ def _context(cells: Sequence[ModelCell]) -> _Context:
             caps[c.params] = c.capacity
     families = tuple(sorted({c.params.family for c in cells if c.params.speculative}))
     free = tuple(f for f in families if f not in known)
+    free_trees = tuple(f for f in free if any(c.params.family == f and c.params.topk > 1 for c in cells))
     return _Context(
         tuple(cells),
         fit_capacity(cells),
@@ -212,11 +235,14 @@ def _context(cells: Sequence[ModelCell]) -> _Context:
         caps,
         families,
         free,
+        free_trees,
     )
 
 
-def _observations(ctx: _Context, alphas: dict[str, float], cells: Sequence[ModelCell]) -> list[CycleObservation]:
-    probe = ctx.model(CycleModel("dense", None, ctx.families, ()), alphas, 0.0, None)
+def _observations(
+    ctx: _Context, alphas: dict[str, float], cells: Sequence[ModelCell], shares: dict[str, float] | None = None
+) -> list[CycleObservation]:
+    probe = ctx.model(CycleModel("dense", None, ctx.families, ()), alphas, 0.0, None, shares)
     out = []
     for c in cells:
         batch = running_requests(c.concurrency, probe.capacity(c.params))
@@ -237,16 +263,20 @@ def _fit_on(
     *,
     shape_grid: Sequence[float | None] | None = None,
     alpha_grids: dict[str, list[float]] | None = None,
+    shares: dict[str, float] | None = None,
 ) -> FittedModel:
-    """Best shape (and free rate per family) for `form` on `cells` by training error; grids default to the
-    full ones (a LOO fold passes the full fit's neighbourhoods)."""
+    """Best shape (and free rate per family, and free rank share per family with trees) for `form` on
+    `cells` by training error; grids default to the full ones (a LOO fold passes the full fit's
+    neighbourhoods and its shares)."""
     grid = tuple(shape_grid) if shape_grid is not None else shapes(form, rho)
+    fixed_shares = shares is not None
+    shares = dict(shares or dict.fromkeys(ctx.free_trees, DEFAULT_RANK_SHARE))
 
     def best_for(alphas: dict[str, float]) -> tuple[float, CycleModel]:
-        obs = _observations(ctx, alphas, cells)
-        fits = [fit_form(form, shape, ctx.families, obs) for shape in grid]
+        obs = _observations(ctx, alphas, cells, shares)
+        fits = [fit_form(form, shape, ctx.families, obs, rho) for shape in grid]
         model, rms = min(fits, key=lambda f: f[1])
-        return _refine_shape(form, grid, ctx.families, obs, model, rms)
+        return _refine_shape(form, grid, ctx.families, obs, model, rms, rho)
 
     if not ctx.free:
         rms, model = best_for({})
@@ -269,7 +299,17 @@ def _fit_on(
         alphas = {f: alpha_grids[f][len(alpha_grids[f]) // 2] for f in ctx.free}
     for family in ctx.free:
         rms, model = search(alphas, family, alpha_grids[family])
-    return ctx.model(model, alphas, rms, rho)
+    if not fixed_shares and ctx.free_trees:
+        # A tree's tau depends on the rank share too: each free family's share on a grid at its rate, then
+        # the rate once more at that share (tau and the share trade off, as tau and T do).
+        for family in ctx.free_trees:
+            scored = []
+            for share in SHARE_GRID:
+                shares[family] = share
+                scored.append((best_for(alphas)[0], share))
+            shares[family] = min(scored)[1]
+            rms, model = search(alphas, family, alpha_grids[family])
+    return ctx.model(model, alphas, rms, rho, shares)
 
 
 def _same_rate(families: Sequence[str], alpha: float) -> dict[str, float]:
@@ -283,6 +323,7 @@ def _refine_shape(
     obs: Sequence[CycleObservation],
     model: CycleModel,
     rms: float,
+    rho: float | None = None,
 ) -> tuple[float, CycleModel]:
     """The shape between the best grid point's neighbours that fits best (bounded Brent search).
 
@@ -299,14 +340,14 @@ def _refine_shape(
     cache: dict[float, tuple[CycleModel, float]] = {}
 
     def score(shape: float) -> float:
-        cache[shape] = fit_form(form, shape, families, obs)
+        cache[shape] = fit_form(form, shape, families, obs, rho)
         return cache[shape][1]
 
     from scipy.optimize import minimize_scalar  # here, not at import: every `tune` imports this package
 
     found = minimize_scalar(score, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3 * (hi - lo)})
     best_shape = float(found.x)
-    refined, refined_rms = cache.get(best_shape) or fit_form(form, best_shape, families, obs)
+    refined, refined_rms = cache.get(best_shape) or fit_form(form, best_shape, families, obs, rho)
     return (refined_rms, refined) if refined_rms < rms else (rms, model)
 
 
@@ -327,7 +368,7 @@ def _neighbours(
         below = [g for g in on_grid if g < shape][-1:]
         above = [g for g in on_grid if g > shape][:1]
         shape_grid = [*below, shape, *above]
-    free = {n: f.alpha for n, f in full.acceptance.items() if f.source.startswith("fitted from throughput")}
+    free = {n: f.alpha for n, f in full.acceptance.items() if f.source == FROM_THROUGHPUT}
     if not free:
         return shape_grid, None
     step = (ALPHA_COARSE[1] - ALPHA_COARSE[0]) / 4
@@ -357,6 +398,7 @@ def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, floa
     if len(cells) < 3:
         return full, None, {}
     shape_grid, alpha_grids = _neighbours(full, form, rho)
+    shares = {n: f.rank_share for n, f in full.acceptance.items() if f.source == FROM_THROUGHPUT and f.rank_share}
     by_level: dict[int, list[float]] = {}
     for i, held in enumerate(cells):
         rest = cells[:i] + cells[i + 1 :]
@@ -366,7 +408,7 @@ def _loo(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, floa
         if sub.law.kind == "unknown":  # an inferred law (nothing read back) holds for every fold
             sub = replace(sub, law=ctx.law)
         try:
-            model = _fit_on(sub, rest, form, rho, shape_grid=shape_grid, alpha_grids=alpha_grids)
+            model = _fit_on(sub, rest, form, rho, shape_grid=shape_grid, alpha_grids=alpha_grids, shares=shares)
             held_errors = _relative_errors(model, [held])
         except ConfigError:
             continue
@@ -435,6 +477,7 @@ def fit_model(
     unknown = [f for f in forms if f not in FORMS]
     if unknown:
         raise ConfigError(f"model: form = {unknown[0]!r}: unknown; fix: use some of {', '.join(FORMS)}")
+    forms = [f for f in forms if shapes(f, rho)]  # moe-roofline needs a known rho
     ctx = _context(usable)
     fits, chosen = _fit_forms(ctx, forms, rho)
     if infer_capacity_law and ctx.law.kind == "unknown":

@@ -3,7 +3,8 @@
 - predicted vs measured for every cell with its error (cells held out by `--fit-only` are the honest test);
 - the predicted frontier: per concurrency, the best candidate setting by aggregate and by per-request
   tok/s, where candidates are the measured settings plus untested chain depths of each measured drafter
-  (1 .. deepest measured + EXTRA_DEPTH);
+  (1 .. deepest measured + EXTRA_DEPTH) and, for a drafter whose trees were measured, untested trees of
+  its measured (topk, draft tokens) shapes at those depths;
 - the capacity-aware choice of the maximum speculation depth (theory 6.4): per concurrency
   `s*(C) = argmax_s min(C, MRR(s)) * tau(s) / T(min(C, MRR(s)), s)`, and the depth to size the server
   for at the peak concurrency, because engines size buffers (and lose running slots) for the maximum.
@@ -142,20 +143,35 @@ class Plan:
 
 
 def candidates(model: FittedModel, cells: Sequence[ModelCell]) -> list[Candidate]:
-    """Measured settings, then untested chain depths of every fitted drafter family."""
+    """Measured settings, then untested chain depths of every fitted drafter family, then, for a family
+    whose trees were measured (its rank share is fitted), untested trees: every depth with each measured
+    topk and each draft-token count measured at that topk, within SGLang's bound
+    (num_draft_tokens - 1 <= topk + (depth - 1) * topk^2)."""
     out: list[Candidate] = []
     seen: set[SettingParams] = set()
+
+    def add(p: SettingParams) -> None:
+        if p not in seen:
+            seen.add(p)
+            out.append(Candidate(f"{p.label} (untested)", p, False))
+
     for c in cells:
         if c.params not in seen:
             seen.add(c.params)
             out.append(Candidate(c.setting, c.params, True))
     for family in model.cycle.families:
-        depths = [c.params.steps for c in cells if c.params.family == family and c.params.speculative]
-        for s in range(1, max(depths, default=0) + EXTRA_DEPTH + 1):
-            p = SettingParams(steps=s, family=family)
-            if p not in seen:
-                seen.add(p)
-                out.append(Candidate(f"{p.label} (untested)", p, False))
+        own = [c.params for c in cells if c.params.family == family and c.params.speculative]
+        depths = range(1, max((p.steps for p in own), default=0) + EXTRA_DEPTH + 1)
+        for s in depths:
+            add(SettingParams(steps=s, family=family))
+        fam = model.acceptance.get(family)
+        if fam is None or fam.rank_share is None:
+            continue
+        shapes = sorted({(p.topk, p.verified) for p in own if p.topk > 1})
+        for s in depths:
+            for topk, draft in shapes:
+                if draft - 1 <= topk + (s - 1) * topk * topk:
+                    add(SettingParams(steps=s, topk=topk, draft_tokens=draft, family=family))
     return out
 
 

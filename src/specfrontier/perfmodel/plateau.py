@@ -10,7 +10,8 @@ So when no capacity is read back, the plateau of each fitted setting is read as 
 
 1. A setting's plateau starts at the first measured level whose aggregate is within PLATEAU_GAIN of the
    level below it: both ran the same batch, so the capacity is at most that lower level and above the
-   level before it (where the aggregate still grew).
+   level before it (where the aggregate still grew). A plateau from the lowest level on (a tree of 64
+   draft tokens on a hybrid model runs one request: floor(106 / 66)) puts the capacity at or below it.
 2. A model fitted on the cells below every plateau (batch = C there for certain) says which batch in that
    range gives the plateau's throughput: that batch is the setting's capacity estimate.
 3. The law floor(M / (S0 + D)) is solved from the estimates as from read-back capacities, else fitted
@@ -65,7 +66,7 @@ def find_plateaus(cells: Sequence[ModelCell]) -> list[Plateau]:
             by_setting.setdefault(c.params, {})[c.concurrency] = c.aggregate_tok_s
     found = []
     for params, row in by_setting.items():
-        levels = sorted(row)
+        levels = [0, *sorted(row)]  # 0: a plateau from the lowest level on means capacity <= that level
         for i in range(2, len(levels)):
             if row[levels[i]] <= row[levels[i - 1]] * (1 + PLATEAU_GAIN):
                 flat = [row[lv] for lv in levels[i - 1 :]]

@@ -1,8 +1,9 @@
 """Draft acceptance in the simulator: per-position rates of a workload class, temperature, per-request draws.
 
-All of it is a model (theory.md 1.2-1.4), not a measurement. The acceptance-length formula and the
-tree approximation (a "widened chain", `theory.acceptance.widened_chain_rates`) are the performance
-theory's; this module adds what only the simulator needs:
+All of it is a model (theory.md 1.2-1.4), not a measurement. The acceptance-length formula and SGLang's
+tree (`theory.acceptance.tree_reach`: the verified nodes' chances summed per depth, drawn depth by depth
+with the conditional rates that give exactly that accepted-length distribution) are the performance
+theory's, shared with the fitted model; this module adds what only the simulator needs:
 
 - a workload class's conditional top-1 rates a_j for depths 1..s (the last listed rate repeats);
 - temperature: `a_j(T) = a_j(0) * max(0, 1 - drop * T)` (a measured-per-temperature fit is better;
@@ -18,7 +19,7 @@ import numpy as np
 
 from specfrontier.sim.profile import WorkloadModel
 from specfrontier.sim.setting import ResolvedSetting
-from specfrontier.theory.acceptance import rates_to_depth, widened_chain_rates
+from specfrontier.theory.acceptance import conditional_rates, rates_to_depth, tree_reach
 
 _MAX_RATE = 0.9999
 
@@ -30,10 +31,11 @@ def chain_rates(base: Sequence[float], steps: int, temperature: float, drop: flo
 
 
 def depth_rates(top1: Sequence[float], setting: ResolvedSetting, rank_share: float) -> list[float]:
-    """Per-depth pass probabilities the event loop draws against (the chain rates when topk == 1)."""
+    """Per-depth pass probabilities the event loop draws against (the chain rates when topk == 1): for a
+    tree, P(L >= j) / P(L >= j - 1) of SGLang's tree down to its deepest verified depth."""
     if setting.eagle_topk == 1:
         return list(top1)
-    return widened_chain_rates(top1, setting.eagle_topk, setting.num_draft_tokens - 1, rank_share)
+    return conditional_rates(tree_reach(top1, setting.eagle_topk, setting.num_draft_tokens - 1, rank_share))
 
 
 def workload_rates(

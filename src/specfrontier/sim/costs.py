@@ -12,7 +12,7 @@ from __future__ import annotations
 from specfrontier.sim.profile import SimProfile
 from specfrontier.sim.setting import ResolvedSetting
 from specfrontier.theory import cycle as cycle_theory
-from specfrontier.theory.capacity import hybrid_state_capacity, with_user_cap
+from specfrontier.theory.capacity import hybrid_state_capacity, kv_capacity, kv_reserved_tokens, with_user_cap
 
 
 def capacity_law(profile: SimProfile, draft_tokens: int) -> int:
@@ -21,14 +21,25 @@ def capacity_law(profile: SimProfile, draft_tokens: int) -> int:
     return hybrid_state_capacity(cap.state_slots, cap.slots_per_request, draft_tokens, cap.slots_per_draft_token)
 
 
+def kv_law(profile: SimProfile, setting: ResolvedSetting) -> int | None:
+    """The KV pool's bound on running requests: context plus the tree's reservation (None: no KV limit)."""
+    cap = profile.capacity
+    if cap.kv_tokens is None:
+        return None
+    steps = setting.num_steps if setting.speculative else 0
+    reserved = kv_reserved_tokens(steps, setting.eagle_topk, setting.num_draft_tokens)
+    return kv_capacity(cap.kv_tokens, cap.kv_context_tokens, reserved)
+
+
 def capacity(profile: SimProfile, setting: ResolvedSetting) -> int:
-    """Running-request capacity of the resolved setting: the law, capped by max_running_requests
+    """Running-request capacity of the resolved setting: the laws, capped by max_running_requests
     (which under speculation is SGLang's 48 when the user left it unset)."""
     if not setting.speculative:
         law = profile.capacity.no_spec_capacity
     else:
         law = capacity_law(profile, setting.num_draft_tokens)
-    return with_user_cap(law, setting.max_running_requests)
+    kv = kv_law(profile, setting)
+    return with_user_cap(law if kv is None else min(law, kv), setting.max_running_requests)
 
 
 def cycle_time_ms(profile: SimProfile, setting: ResolvedSetting, batch: int) -> float:
@@ -44,4 +55,4 @@ def prefill_time_ms(profile: SimProfile, tokens: int) -> float:
     return profile.prefill.batch_ms + profile.prefill.token_ms * tokens
 
 
-__all__ = ["capacity", "capacity_law", "cycle_time_ms", "prefill_time_ms"]
+__all__ = ["capacity", "capacity_law", "cycle_time_ms", "kv_law", "prefill_time_ms"]

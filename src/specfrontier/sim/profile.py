@@ -5,8 +5,9 @@ measurement of it. Each number is either fitted to published or measured cells (
 assumed; a profile's `description` must say which is which. Equations (theory.md sections 1-2, 6.1;
 computed by `specfrontier.theory`, which the fitted model shares):
 
-- capacity: `MRR(D) = min(cap, floor(state_slots / (slots_per_request + slots_per_draft_token * D)))`
-  with D = num_draft_tokens; `cap` is the user's max_running_requests, or SGLang's 48 under
+- capacity: `MRR(D) = min(cap, floor(state_slots / (slots_per_request + slots_per_draft_token * D)),
+  floor(kv_tokens / (kv_context_tokens + D + s * topk)))` with D = num_draft_tokens (the KV term only
+  with `kv_tokens`); `cap` is the user's max_running_requests, or SGLang's 48 under
   speculation when unset; without speculation the capacity is `no_spec_capacity`.
 - decode cycle (ms): `T(B) = base + [spec] + s * (draft_step + draft_token * B * topk)
   + expert * Ncov(B * D) + verify_token * B * D + compute_token * max(0, B * D - knee) + request * B`,
@@ -64,6 +65,15 @@ class CapacityModel(_Strict):
         1.0, ge=0, description="Slots added per verified draft token D (intermediate SSM states)."
     )
     no_spec_capacity: int = Field(ge=1, description="Running-request capacity with speculation off.")
+    kv_tokens: float | None = Field(
+        None,
+        gt=0,
+        description="KV-cache pool in tokens; with it a running request also needs kv_context_tokens plus "
+        "D + num_steps * topk reserved tokens (theory.capacity.kv_capacity). None: the KV pool never limits.",
+    )
+    kv_context_tokens: float = Field(
+        0.0, ge=0, description="Context tokens a running request holds in the KV pool on average (prompt + output)."
+    )
     spec_default_cap: int = Field(
         48, ge=1, description="SGLang resets an unset max_running_requests to this under speculation."
     )

@@ -19,7 +19,7 @@ from specfrontier.errors import ConfigError
 from specfrontier.records import RequestRecord
 from specfrontier.sim.core import ServerCore, SimRequest
 from specfrontier.sim.profile import SimProfile, WorkloadModel
-from specfrontier.sim.setting import SimSetting, resolve_setting
+from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 
 _NS_PER_MS = 1_000_000
 
@@ -125,6 +125,31 @@ def simulate_cell(
     if temperature < 0:
         raise ConfigError(f"simulate_cell: temperature = {temperature!r}: must be >= 0; fix: pass 0 for greedy")
     resolved = resolve_setting(setting, spec_default_cap=profile.capacity.spec_default_cap)
+    return simulate_resolved_cell(
+        profile, resolved, concurrency=concurrency, num_requests=num_requests, workload=workload,
+        temperature=temperature, ignore_eos=ignore_eos, input_tokens=input_tokens, max_tokens=max_tokens,
+        warmup_requests=warmup_requests, seed=seed, client_gap_ms=client_gap_ms, min_duration_s=min_duration_s,
+    )  # fmt: skip
+
+
+def simulate_resolved_cell(
+    profile: SimProfile,
+    resolved: ResolvedSetting,
+    *,
+    concurrency: int,
+    num_requests: int,
+    workload: str,
+    temperature: float,
+    ignore_eos: bool,
+    input_tokens: int,
+    max_tokens: int,
+    warmup_requests: int = 0,
+    seed: int = 0,
+    client_gap_ms: float = 0.0,
+    min_duration_s: float | None = None,
+) -> list[RequestRecord]:
+    """`simulate_cell` for a setting already resolved (what the server runs): the event loop without SGLang's
+    start-up rules, for callers that build the resolved setting themselves (benchmarks over a whole space)."""
     workload_model = profile.workload(workload)
     core = ServerCore(profile, resolved, seed=seed)
     loop = _ClosedLoop(core, workload_model, temperature, ignore_eos, input_tokens, max_tokens, client_gap_ms)
@@ -136,4 +161,4 @@ def simulate_cell(
     return records
 
 
-__all__ = ["simulate_cell"]
+__all__ = ["simulate_cell", "simulate_resolved_cell"]

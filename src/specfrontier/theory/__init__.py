@@ -9,8 +9,9 @@ predictions and the fitted model's cannot drift apart through two copies of one 
   solving it exactly from read-back capacities, and the user's cap;
 - `cycle`: the draft + verify cycle time T(B, s), its MoE expert-coverage term (MoESD), the roofline
   hinge, and the three linear forms (dense, moe, roofline) the fitted model chooses between;
-- `acceptance`: the acceptance length tau (tokens per cycle) from per-depth rates, and the two tree
-  approximations in use (rank-probability best-first, widened chain);
+- `acceptance`: the acceptance length tau (tokens per cycle) from per-depth rates, and SGLang's draft
+  tree (topk beam over num_steps levels, the num_draft_tokens - 1 best candidates verified) under the
+  rank-probability model: P(accepted length >= j) per depth, which the model sums and the simulator draws;
 - `throughput`: the running batch `B = min(C, MRR)` and the per-request decode rate `v = 1000 * tau / T`.
 
 Everything here is a pure function of numbers: no profiles, cells, fitting or I/O, and no import of

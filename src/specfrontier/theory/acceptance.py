@@ -8,27 +8,34 @@ verification stops at the first rejection, so
 Rates are known only to some depth (measured positions, a profile's list); deeper positions reuse the
 last rate (`rates_to_depth`), the documented prior for EAGLE-3, whose per-position rate is nearly flat.
 
-Trees (topk > 1): under greedy verification siblings are exclusive, so tau = 1 + the sum over verified
-nodes of P(path accepted). Two approximations are in use, kept apart because each caller's numbers are
-what its tests and calibrations rest on:
+Trees (topk > 1), as SGLang builds them (`select_top_k_tokens` and `organize_draft_results` in
+python/sglang/srt/speculative/eagle_utils.py): the first draft step proposes topk children of the last
+verified token; each later step expands the topk best nodes of the previous level (by path score) by
+topk children each and keeps the topk best of those topk^2 as the next beam. Every proposed node is a
+candidate (topk + (num_steps - 1) * topk^2 of them), and the num_draft_tokens - 1 best by path score are
+verified. Under greedy verification siblings are exclusive, so the accepted length L satisfies
 
-- `tree_tau` (the fitted model): rank-probability best-first. The top candidate has probability alpha,
-  lower ranks share the rest geometrically (q_r = (1 - alpha) (1 - g) g^(r-2)), and the D - 1 most
-  probable nodes are verified (EAGLE-2's global reranking). Exact for that rank model.
-- `widened_chain_rates` (the simulator, which draws acceptance depth by depth): the tree as a chain whose
-  depth j offers w_j candidates on the best path; a depth passes when one matches,
-  P_j(w) = a_j + (1 - a_j) (1 - (1 - h)^(w - 1)), each next rank taking the share h of what is left.
-  Nodes go greedily to the depth with the largest gain in tau; side branches below a non-top sibling
-  are ignored, so wide trees come out slightly pessimistic.
+    P(L >= j) = sum over verified nodes v at depth j of P(the path to v matches)
+    tau = 1 + sum_j P(L >= j)
+
+The rank-probability model (theory.md 1.3) gives each node's chance: the rank-r child at depth j matches
+with q_{j,1} = a_j (the chain's top-1 rate) and q_{j,r} = (1 - a_j) h (1 - h)^(r-2) for r >= 2 (each
+next rank takes the share h of what the better ranks left), and the draft's scores are taken as
+calibrated (EAGLE-2), so ranking by score is ranking by that chance. `tree_reach` computes P(L >= j)
+exactly for this model; the fitted model sums it into tau, and the simulator draws acceptance depth by
+depth with the conditional rates P(L >= j) / P(L >= j - 1), which give exactly that distribution of L.
+With topk 1 the tree is the chain.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
+from functools import lru_cache
 
-SIBLING_DECAY = 0.5
-"""g: how fast the probability of lower-ranked draft candidates falls (rank-probability tree model)."""
+DEFAULT_RANK_SHARE = 0.4
+"""h: the share of the probability the better-ranked candidates left that each next-ranked one takes,
+where nothing measured says otherwise (a simulator profile's `rank_share` default; the fitted model fits
+its own from measured tree settings)."""
 
 
 def rates_to_depth(rates: Sequence[float], depth: int) -> list[float]:
@@ -45,70 +52,63 @@ def chain_tau(depth_rates: Sequence[float]) -> float:
     return tau
 
 
-def rank_probabilities(alpha: float, topk: int, sibling_decay: float = SIBLING_DECAY) -> list[float]:
-    """q_1..q_topk: the chance that the rank-r draft candidate is the target's token."""
-    rest = 1.0 - alpha
-    return [alpha] + [rest * (1.0 - sibling_decay) * sibling_decay ** (k - 2) for k in range(2, topk + 1)]
+def rank_probabilities(top1: float, topk: int, rank_share: float = DEFAULT_RANK_SHARE) -> list[float]:
+    """q_1..q_topk: the chance that the rank-r draft candidate of one depth is the target's token."""
+    rest = 1.0 - top1
+    return [top1] + [rest * rank_share * (1.0 - rank_share) ** (r - 2) for r in range(2, topk + 1)]
 
 
-def tree_tau(alpha: float, depth: int, topk: int, verified: int, *, sibling_decay: float = SIBLING_DECAY) -> float:
-    """tau of the best `verified - 1` nodes of a depth x topk draft tree (best-first over path products)."""
-    ranks = rank_probabilities(alpha, topk, sibling_decay)
-    # Path products only shrink with depth, so the most probable nodes always form a subtree (a node is
-    # taken only after its parent): expanding best-first from the root's children is exact.
-    frontier: list[tuple[float, int]] = [(-q, 1) for q in ranks]
-    heapq.heapify(frontier)
-    tau, taken = 1.0, 0
-    while frontier and taken < verified - 1:
-        neg, level = heapq.heappop(frontier)
-        tau += -neg
-        taken += 1
-        if level < depth:
-            for q in ranks:
-                heapq.heappush(frontier, (neg * q, level + 1))
-    return tau
+def tree_nodes(top1: Sequence[float], topk: int, rank_share: float) -> list[tuple[float, int]]:
+    """(path probability, depth) of every node SGLang's draft proposes: `len(top1)` steps of a beam of width
+    `topk` (topk + (steps - 1) * topk^2 nodes), the path probability being the product of the ranks' q."""
+    candidates: list[tuple[float, int]] = []
+    beam = [1.0]
+    for depth, a in enumerate(top1, start=1):
+        ranks = rank_probabilities(a, topk, rank_share)
+        level = sorted((p * q for p in beam for q in ranks), reverse=True)
+        candidates += [(p, depth) for p in level]
+        beam = level[:topk]
+    return candidates
 
 
-def widened_depth_pass(a: float, width: int, rank_share: float) -> float:
-    """P_j(w): a depth with top-1 rate `a` and `width` candidates passes when one of them matches."""
-    if width <= 0:
-        return 0.0
-    return a + (1.0 - a) * (1.0 - (1.0 - rank_share) ** (width - 1))
+def tree_reach(top1: Sequence[float], topk: int, draft_nodes: int, rank_share: float) -> list[float]:
+    """P(L >= j) for j = 1..the deepest verified depth: the `draft_nodes` (= num_draft_tokens - 1) most
+    probable candidates, summed per depth. A node's chance never exceeds its parent's, and on a tie the
+    shallower node goes first, so the chosen nodes always form a tree (a node is verified with its parent)."""
+    return list(_tree_reach(tuple(top1), topk, draft_nodes, rank_share))
 
 
-def widened_chain_widths(top1: Sequence[float], topk: int, draft_nodes: int, rank_share: float) -> list[int]:
-    """Candidates verified per depth for `draft_nodes` (= D - 1) nodes, given greedily by gain in tau."""
-    widths = [0] * len(top1)
-    for _ in range(draft_nodes):
-        best, best_gain = -1, -1.0
-        current = chain_tau([widened_depth_pass(a, w, rank_share) for a, w in zip(top1, widths, strict=True)])
-        for j in range(len(top1)):
-            if widths[j] >= topk or (j > 0 and widths[j - 1] == 0):
-                continue
-            trial = list(widths)
-            trial[j] += 1
-            gain = chain_tau([widened_depth_pass(a, w, rank_share) for a, w in zip(top1, trial, strict=True)])
-            if gain - current > best_gain:
-                best, best_gain = j, gain - current
-        if best < 0:
-            break
-        widths[best] += 1
-    return widths
+@lru_cache(maxsize=4096)
+def _tree_reach(top1: tuple[float, ...], topk: int, draft_nodes: int, rank_share: float) -> tuple[float, ...]:
+    chosen = sorted(tree_nodes(top1, topk, rank_share), key=lambda c: (-c[0], c[1]))[: max(0, draft_nodes)]
+    reach = [0.0] * max((depth for _, depth in chosen), default=0)
+    for p, depth in chosen:
+        reach[depth - 1] += p
+    return tuple(reach)
 
 
-def widened_chain_rates(top1: Sequence[float], topk: int, draft_nodes: int, rank_share: float) -> list[float]:
-    """Per-depth pass probabilities of the widened chain, down to its deepest verified depth."""
-    widths = widened_chain_widths(top1, topk, draft_nodes, rank_share)
-    return [widened_depth_pass(a, w, rank_share) for a, w in zip(top1, widths, strict=True) if w > 0]
+def conditional_rates(reach: Sequence[float]) -> list[float]:
+    """P(L >= j) / P(L >= j - 1) per depth: the rates a depth-by-depth draw passes with (0 past a zero)."""
+    out, before = [], 1.0
+    for r in reach:
+        out.append(min(1.0, r / before) if before > 0 else 0.0)
+        before = r
+    return out
+
+
+def tree_tau(top1: Sequence[float], topk: int, draft_nodes: int, rank_share: float = DEFAULT_RANK_SHARE) -> float:
+    """tau of SGLang's tree of `len(top1)` steps, `topk` branches and `draft_nodes` verified draft nodes;
+    with topk 1 and draft_nodes >= steps, the chain's tau."""
+    return 1.0 + sum(_tree_reach(tuple(top1), topk, draft_nodes, rank_share))
 
 
 __all__ = [
-    "SIBLING_DECAY",
+    "DEFAULT_RANK_SHARE",
     "chain_tau",
+    "conditional_rates",
     "rank_probabilities",
     "rates_to_depth",
+    "tree_nodes",
+    "tree_reach",
     "tree_tau",
-    "widened_chain_rates",
-    "widened_chain_widths",
-    "widened_depth_pass",
 ]

@@ -6,8 +6,15 @@ out of M slots shared by all requests, so speculation costs running slots:
 
     MRR(D) = floor(M / (S0 + slots_per_draft_token * D))
 
-The simulator predicts capacity with this law and the fitted model infers it from read-back
-capacities; predicting and solving floor the same way (one epsilon, one quotient), so a law solved from
+Attention KV cache bounds running requests too: every running request holds its context plus what one
+cycle writes beyond it, the D verified tokens of the verify forward and the num_steps * topk draft tokens
+of the draft forwards (SGLang allocates `bs * num_draft_tokens` slots for verify and `bs * topk *
+num_steps` for the draft tree), so a tree reserves more than a chain of the same depth:
+
+    MRR_kv = floor(KV / (context + D + num_steps * topk))
+
+The simulator predicts capacity with these laws and the fitted model infers the hybrid-state law from
+read-back capacities; predicting and solving floor the same way (one epsilon, one quotient), so a law solved from
 readings reproduces them when it predicts.
 """
 
@@ -63,6 +70,17 @@ def solve_hybrid_state_law(
     return None
 
 
+def kv_reserved_tokens(steps: int, topk: int, draft_tokens: int) -> int:
+    """KV slots a running request holds beyond its context per cycle: D verified + steps * topk drafted
+    (1 without speculation: the decoded token)."""
+    return draft_tokens + steps * topk if steps > 0 else 1
+
+
+def kv_capacity(kv_tokens: float, context_tokens: float, reserved_tokens: int) -> int:
+    """MRR_kv: requests whose context plus reservation fit in a KV pool of `kv_tokens` (at least 1)."""
+    return max(1, _floor_quotient(kv_tokens, context_tokens + reserved_tokens))
+
+
 @overload
 def with_user_cap(capacity: int, max_running_requests: int | None) -> int: ...
 @overload
@@ -78,6 +96,8 @@ __all__ = [
     "FLOOR_EPSILON",
     "UNBOUNDED",
     "hybrid_state_capacity",
+    "kv_capacity",
+    "kv_reserved_tokens",
     "slots_held",
     "solve_hybrid_state_law",
     "with_user_cap",

@@ -15,9 +15,14 @@ D = verified tokens per request, n = B * D verified tokens per cycle):
 The fitted model cannot identify every term from a few cells, so it fits one of three linear FORMS,
 each the full cycle with some terms left out (and a drafter family's own draft costs):
 
-    dense:    verify_token * n
-    moe:      ce * Ncov(n) / E + verify_token * n     E folded into ce, rho = k_e/E known or on a grid
-    roofline: compute_token * max(0, n - n0)          ridge n0 on a grid
+    dense:        verify_token * n
+    moe:          ce * Ncov(n) / E + verify_token * n     E folded into ce, rho = k_e/E known or on a grid
+    roofline:     compute_token * max(0, n - n0)          ridge n0 on a grid
+    moe-roofline: ce * Ncov(n) / E + compute_token * max(0, n - n0)   rho known (model card), ridge on a grid
+
+Trees make the last one necessary: a tree verifies D tokens per request (up to 64 and more), so at a small
+batch the verified tokens already touch many more experts than a chain's (the MoE term), and at a large
+batch they pass the ridge (the roofline term); a chain space rarely shows both at once.
 
 `verify_terms` gives each form's verify columns; the model adds the fixed, per-request and draft columns.
 """
@@ -26,12 +31,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-CYCLE_FORMS = ("dense", "moe", "roofline")
+CYCLE_FORMS = ("dense", "moe", "roofline", "moe-roofline")
 """The linear cycle-time forms, simplest first (the fitted model prefers the simpler one on a tie)."""
 VERIFY_TERM_NAMES: dict[str, tuple[str, ...]] = {
     "dense": ("verify_token_ms",),
     "moe": ("expert_coverage_ms", "verify_token_ms"),
     "roofline": ("compute_token_ms",),
+    "moe-roofline": ("expert_coverage_ms", "compute_token_ms"),
 }
 """Per form, the names of the coefficients of `verify_terms`' columns, in order."""
 
@@ -89,8 +95,9 @@ def compute_bound_tokens(tokens: float, ridge_tokens: float) -> float:
     return max(0.0, tokens - ridge_tokens)
 
 
-def verify_terms(form: str, shape: float | None, tokens: float) -> list[float]:
-    """The verify columns of a linear form at n = `tokens` (shape: rho for moe, the ridge for roofline)."""
+def verify_terms(form: str, shape: float | None, tokens: float, rho: float | None = None) -> list[float]:
+    """The verify columns of a linear form at n = `tokens` (shape: rho for moe, the ridge for roofline and
+    moe-roofline; `rho`: the routing ratio moe-roofline needs)."""
     if form == "dense":
         return [tokens]
     if form == "moe":
@@ -99,6 +106,9 @@ def verify_terms(form: str, shape: float | None, tokens: float) -> list[float]:
     if form == "roofline":
         assert shape is not None
         return [compute_bound_tokens(tokens, shape)]
+    if form == "moe-roofline":
+        assert shape is not None and rho is not None
+        return [expert_coverage_fraction(tokens, rho), compute_bound_tokens(tokens, shape)]
     raise ValueError(f"unknown cycle form {form!r}")
 
 

@@ -121,9 +121,9 @@ def test_intervals_come_from_leave_one_out_errors() -> None:
 def test_chain_and_tree_tau() -> None:
     assert chain_tau([0.5, 0.5]) == pytest.approx(1.75)
     # topk 1 tree == chain with a constant rate
-    assert tree_tau(0.8, 3, 1, 4) == pytest.approx(chain_tau([0.8] * 3))
+    assert tree_tau([0.8] * 3, 1, 3) == pytest.approx(chain_tau([0.8] * 3))
     # more verified nodes never lower tau; a wider tree beats the chain at the same depth
-    wide = [tree_tau(0.75, 5, 4, m) for m in (2, 4, 8, 16, 32)]
+    wide = [tree_tau([0.75] * 5, 4, m - 1) for m in (2, 4, 8, 16, 32)]
     assert wide == sorted(wide)
     assert wide[-1] > chain_tau([0.75] * 5)
     p = SettingParams(steps=3, family="X")

@@ -59,6 +59,15 @@ def test_a_plateau_brackets_the_capacity_between_the_last_level_that_grew_and_th
         assert plateau.aggregate_tok_s == pytest.approx(_aggregate(plateau.params, 64, capped=True))
 
 
+def test_a_tree_that_runs_one_request_is_flat_from_the_lowest_level_and_its_capacity_is_one() -> None:
+    # (6, 4, 64) on the hybrid law: floor(106 / 66) = 1 running request at every C
+    tree = SettingParams(steps=6, topk=4, draft_tokens=64, family="EAGLE3")
+    assert _capacity(tree) == 1
+    flat = [ModelCell("tree", tree, c, aggregate_tok_s=_aggregate(tree, c, capped=True)) for c in LEVELS]
+    (plateau,) = find_plateaus(flat)
+    assert (plateau.above, plateau.at_most) == (0, 1)
+
+
 def test_a_setting_that_keeps_growing_has_no_plateau() -> None:
     p = SettingParams(steps=1, family="EAGLE3")
     growing = [ModelCell("s1", p, c, aggregate_tok_s=100.0 * c**0.5) for c in LEVELS]

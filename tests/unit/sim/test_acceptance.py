@@ -7,7 +7,7 @@ import pytest
 from specfrontier.sim import SimSetting, load_profile, resolve_setting
 from specfrontier.sim.acceptance import chain_rates, workload_rates
 from specfrontier.theory.acceptance import chain_tau as acceptance_length
-from specfrontier.theory.acceptance import widened_chain_widths as tree_widths
+from specfrontier.theory.acceptance import tree_tau
 from specfrontier.theory.cycle import expert_coverage
 
 
@@ -24,13 +24,16 @@ def test_temperature_lowers_every_rate_and_last_rate_repeats() -> None:
     assert all(s < g for s, g in zip(sampled, greedy, strict=True))
 
 
-def test_tree_spends_draft_tokens_within_topk_and_beats_the_chain() -> None:
-    widths = tree_widths([0.7] * 3, topk=4, draft_nodes=7, rank_share=0.4)
-    assert sum(widths) == 7 and max(widths) <= 4 and widths[0] >= 1
+def test_tree_beats_the_chain_and_the_simulator_draws_the_theory_tau() -> None:
     chat = load_profile("seed-qwen3.5-122b-a10b").workload("chat")
     chain = resolve_setting(SimSetting("EAGLE3", num_steps=3, eagle_topk=1))
     tree = resolve_setting(SimSetting("EAGLE3", num_steps=3, eagle_topk=4, num_draft_tokens=8))
-    assert acceptance_length(workload_rates(chat, tree, 0.0)) > acceptance_length(workload_rates(chat, chain, 0.0))
+    drawn = acceptance_length(workload_rates(chat, tree, 0.0))
+    assert drawn > acceptance_length(workload_rates(chat, chain, 0.0))
+    # the per-depth rates the event loop draws give exactly the tree's tau (theory.acceptance.tree_tau),
+    # the one the fitted model uses
+    top1 = chain_rates(chat.acceptance_per_position, 3, 0.0, chat.temperature_drop)
+    assert drawn == pytest.approx(tree_tau(top1, 4, 7, chat.rank_share))
 
 
 def test_expert_coverage_matches_theory_table() -> None:

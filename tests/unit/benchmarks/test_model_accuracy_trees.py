@@ -1,0 +1,42 @@
+"""The 3-D tree space of benchmarks/model_accuracy_trees.py is the one issue 28 asks for: steps 1-6 x topk
+1, 2, 4, 8 x draft tokens within SGLang's bound, at least 60 settings, fitted on at most a quarter."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCHMARK = Path(__file__).resolve().parents[3] / "benchmarks" / "model_accuracy_trees.py"
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("model_accuracy_trees", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_space_spans_every_dimension_within_sglangs_bound() -> None:
+    bench = _module()
+    settings = bench.space()
+    assert len(settings) >= 60 and len(set(settings)) == len(settings)
+    assert {p.steps for p in settings} == set(range(1, 7)) and {p.topk for p in settings} == {1, 2, 4, 8}
+    for p in settings:
+        # SGLang: num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2; a chain verifies steps + 1
+        assert 2 <= p.verified <= p.topk + (p.steps - 1) * p.topk**2 + 1
+        assert p.topk > 1 or p.verified == p.steps + 1
+    # SGLang's documented examples are in the space
+    assert {(p.steps, p.topk, p.verified) for p in settings} >= {(3, 4, 16), (5, 8, 64), (3, 2, 8)}
+
+
+def test_fit_draws_use_at_most_a_quarter_with_every_topk() -> None:
+    bench = _module()
+    settings = bench.space()
+    for draw in range(3):
+        chosen = bench.fit_draw(settings, draw)
+        assert len(chosen) <= 0.25 * len(settings)
+        assert {p.topk for p in chosen} == {1, 2, 4, 8}
