@@ -40,6 +40,7 @@ from specfrontier.sim.costs import capacity
 from specfrontier.sim.setting import ResolvedSetting
 from specfrontier.sim.virtual import simulate_resolved_cell
 from specfrontier.theory.cycle import routing_ratio
+from specfrontier.theory.tree_bound import max_verified_tokens
 
 SEED = "seed-qwen3.5-122b-a10b"
 LEVELS = (1, 2, 4, 8, 16, 32, 64)
@@ -58,8 +59,8 @@ best settings at C = 1 (within 2 % of each other) still swapped places from nois
 
 
 def tree_bound(steps: int, topk: int) -> int:
-    """SGLang's largest num_draft_tokens: topk + (steps - 1) * topk^2 + 1 (organize_draft_results)."""
-    return topk + (steps - 1) * topk * topk + 1
+    """SGLang's largest num_draft_tokens (`theory.tree_bound`, the rule the engine's validation uses)."""
+    return max_verified_tokens(steps, topk)
 
 
 def space() -> list[SettingParams]:

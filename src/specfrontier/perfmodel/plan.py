@@ -25,6 +25,7 @@ from specfrontier.perfmodel.fit import FittedModel, fit_model
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
 from specfrontier.store import Store
 from specfrontier.theory.cycle import routing_ratio
+from specfrontier.theory.tree_bound import max_verified_tokens
 
 EXTRA_DEPTH = 2
 
@@ -170,7 +171,7 @@ def candidates(model: FittedModel, cells: Sequence[ModelCell]) -> list[Candidate
         shapes = sorted({(p.topk, p.verified) for p in own if p.topk > 1})
         for s in depths:
             for topk, draft in shapes:
-                if draft - 1 <= topk + (s - 1) * topk * topk:
+                if draft <= max_verified_tokens(s, topk):
                     add(SettingParams(steps=s, topk=topk, draft_tokens=draft, family=family))
     return out
 

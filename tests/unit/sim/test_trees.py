@@ -1,17 +1,19 @@
 """The simulator on SGLang trees: the event loop draws the theory's tree tau, verifies and reserves per tree.
 
-The space SGLang accepts (num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2) is wider than what the
-simulator's setting resolution accepted on this branch (num_steps * topk + 1), so the trees beyond the old
-bound are built as resolved settings directly (`simulate_resolved_cell`)."""
+Trees are built as resolved settings (`simulate_resolved_cell`); that SGLang's own settings resolve to the
+same trees (num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2, `theory.tree_bound`) is checked here
+and in tests/unit/sim/test_setting.py."""
 
 from __future__ import annotations
 
 import pytest
 
+from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.sim import SimProfile, load_profile
 from specfrontier.sim.acceptance import chain_rates
 from specfrontier.sim.costs import capacity, cycle_time_ms
-from specfrontier.sim.setting import ResolvedSetting
+from specfrontier.sim.protocol import sim_setting
+from specfrontier.sim.setting import ResolvedSetting, resolve_setting
 from specfrontier.sim.virtual import simulate_resolved_cell
 from specfrontier.theory.acceptance import tree_tau
 
@@ -31,7 +33,10 @@ def _tree(steps: int, topk: int, draft: int) -> ResolvedSetting:
 def test_simulated_acceptance_length_is_the_theory_tree_tau(
     profile: SimProfile, steps: int, topk: int, draft: int
 ) -> None:
-    # SGLang's documented examples, two of them beyond the old bound num_steps * topk + 1
+    # SGLang's documented examples, two of them beyond the old bound num_steps * topk + 1; each resolves as given
+    setting = SGLangSetting(name="t", algorithm="EAGLE3", num_steps=steps, eagle_topk=topk, num_draft_tokens=draft)
+    resolved = resolve_setting(sim_setting(setting))
+    assert (resolved.num_steps, resolved.eagle_topk, resolved.num_draft_tokens) == (steps, topk, draft)
     records = simulate_resolved_cell(
         profile, _tree(steps, topk, draft), concurrency=8, num_requests=64, workload="code", temperature=0.0,
         ignore_eos=False, input_tokens=64, max_tokens=256, seed=3,
