@@ -113,7 +113,7 @@ def test_report_on_an_imported_run_points_to_plan(
     store, run_id = _seed_run(tmp_path)
     store.close()
     code, _, err = _cli(monkeypatch, capsys, "report", run_id, "--store", str(tmp_path / "s.db"))
-    assert code == 2 and f"fix: `specfrontier plan {run_id}`" in err
+    assert code == 2 and f"fix: `specfrontier plan {run_id} --store {tmp_path / 's.db'}`" in err  # pasteable
 
 
 def test_a_run_without_closed_loop_cells_is_refused_with_the_fix() -> None:
