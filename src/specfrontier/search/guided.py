@@ -15,10 +15,12 @@ ladder's extensions up to `search.max_depth` (chains, and trees per branching an
    (a family never measured is a reason to measure, never a silent "confirmed");
 4. per target level, with m the best measured setting there (the objective's median over repeats):
    - measure the unmeasured candidate with the highest prediction if it is predicted to beat m by more
-     than the noise: the model's own error (its leave-one-out RMS) and at least `search.min_gain`;
+     than the noise: the model's own error at that level (its leave-one-out RMS there) and at least
+     `search.min_gain`;
    - else step from m along every dimension (`space.steps_along`: the next value up and down, each
      other category; and one depth deeper or shallower on m's ladder), the most promising move first,
-     unless the model predicts it below m by more than that noise;
+     unless the model predicts it below m by more than that noise (below m's measurement, or below its
+     own prediction of m: neighbours share much of the model's error, so their difference is surer);
 5. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
    beyond the noise, and the moves the model cannot rule out have been measured. The stop reason names
    the values of each dimension explored.
@@ -186,8 +188,12 @@ class GuidedStrategy:
             return None
         return p.aggregate_tok_s if self.search.objective == "aggregate_tok_s" else p.per_request_tok_s
 
-    def _band(self) -> float:
-        loo = self.model.loo_rms.get(self.model.form) if self.model is not None else None
+    def _band(self, c: int) -> float:
+        """The noise at C = c: the model's leave-one-out RMS error at that level (the model is not equally
+        good at every batch size), else its overall one, at least `search.min_gain`."""
+        if self.model is None:
+            return self.search.min_gain
+        loo = self.model.loo_rms_by_level.get(c, self.model.loo_rms.get(self.model.form))
         return max(self.search.min_gain, loo or 0.0)
 
     def _beyond(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
@@ -195,7 +201,7 @@ class GuidedStrategy:
         if not predicted:
             return None
         top = max(predicted, key=lambda n: predicted[n])
-        if predicted[top] <= value * (1.0 + self._band()):
+        if predicted[top] <= value * (1.0 + self._band(c)):
             return None
         return Proposal(
             self.candidates[top],
@@ -228,9 +234,12 @@ class GuidedStrategy:
             ((dim, s, self._predict(s.name, c)) for dim, s in self.moves(best, c) if s.name not in attempted),
             key=lambda item: -(item[2] if item[2] is not None else float("inf")),
         )  # the more promising move first
+        band, here = self._band(c), self._predict(best, c)
         for dim, setting, predicted in ranked:
-            if predicted is not None and predicted < value * (1.0 - self._band()):
+            if predicted is not None and predicted < value * (1.0 - band):
                 continue  # the model rules it out beyond its own error
+            if predicted is not None and here is not None and predicted < here * (1.0 - band):
+                continue  # ... or below its own prediction of m (an error shared by neighbours cancels)
             shown = f"predicted {predicted:.1f}" if predicted is not None else "no prediction"
             return Proposal(
                 setting,
