@@ -135,7 +135,7 @@ class GuidedStrategy:
     def _design_role(self, s: EngineSetting) -> str:
         if not s.speculative:
             return "baseline (no speculation)"
-        shown = ", ".join(f"{d.field} {value_of(s, d.field)}" for d in self.dims)
+        shown = ", ".join(f"{d.field} {d.label([value_of(s, d.field)]) or value_of(s, d.field)}" for d in self.dims)
         return f"covers the space's dimensions ({shown})" if shown else "the speculative setting listed"
 
     def _explore(self, obs: Observations, attempted: set[str]) -> Proposal | Done | None:
