@@ -4,6 +4,8 @@ listed settings, the design covers each of them, moves step along each, and the 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from specfrontier.analysis.summary import OverRepeats
@@ -160,3 +162,29 @@ def test_the_stop_reason_names_the_dimensions_explored() -> None:
     assert isinstance(done, Done) and done.reason.startswith("confirmed within the noise at C=1")
     assert "explored: num_steps 1,2,3,4 of 1,2,3,4; eagle_topk 1,2,4,8 of 1,2,4,8;" in done.reason
     assert "num_draft_tokens unset,4,8,16 of unset,4,8,16" in done.reason
+
+
+class _Pessimist:
+    """A fitted model that predicts every unmeasured setting far below everything measured."""
+
+    form = "dense"
+    loo_rms: ClassVar[dict[str, float]] = {"dense": 0.01}
+    loo_rms_by_level: ClassVar[dict[int, float]] = {}
+
+    def predict(self, params: object, concurrency: int) -> object:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(aggregate_tok_s=1.0, per_request_tok_s=1.0)
+
+
+def test_a_model_fitted_on_too_few_settings_orders_moves_but_rules_none_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specfrontier.search.guided.fit_model", lambda cells: _Pessimist())
+    strategy = GuidedStrategy(_sglang_space(), (1, 64), GUIDED)
+    design = [s.name for s in strategy.design]
+    assert len([n for n in design if n != "no-spec"]) < len(strategy.dims) + 2
+    wide = next(n for n in design if n.startswith("s4k8"))  # the design's widest tree measures best
+    step = strategy.propose(_observed({n: 120.0 if n == wide else 100.0 for n in design}), set(design))
+    assert isinstance(step, Proposal) and step.reason.startswith(f"move along num_steps from the measured best {wide}")
+    more = [*design, "s3k1", "s4k1"]  # now 5 speculative settings = 3 dimensions + 2: it rules moves out
+    done = strategy.propose(_observed({n: 120.0 if n == wide else 100.0 for n in more}), set(more))
+    assert isinstance(done, Done) and done.reason.startswith("confirmed within the noise")
