@@ -94,6 +94,8 @@ def print_search_trace(planner: SearchPlanner | None, console: Console) -> None:
         console.print(f"  {escape(line)}")
     if planner.stop_reason:
         console.print(f"  stopped: {escape(planner.stop_reason)}")
+    if planner.explored:
+        console.print(f"  dimensions explored: {escape(planner.explored)}")
 
 
 def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store, run_id: str) -> SweepProgress:

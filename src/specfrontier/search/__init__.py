@@ -2,8 +2,9 @@
 
 `planner.SearchPlanner` drives a `base.Strategy` (`grid.GridStrategy`: every listed setting;
 `adaptive.AdaptiveStrategy`: deeper speculation while it gains beyond the noise;
-`guided.GuidedStrategy`: a design, the performance model, and confirmation) over the depth ladders of
-`ladder`, reading results only through the store (`observe`).
+`guided.GuidedStrategy`: a design over every dimension of the space, the performance model, moves along
+each dimension, and confirmation) over the dimensions of `space` (the setting fields the listed settings
+vary) and the depth ladders of `ladder`, reading results only through the store (`observe`).
 """
 
 from specfrontier.search.adaptive import AdaptiveStrategy

@@ -4,9 +4,10 @@ The seed's engineer measured steps 1-4 and asked whether steps = 5 would help; t
 measuring, one depth at a time:
 
 1. measure the listed settings that are not on a depth ladder (the baseline first);
-2. per ladder (`search.ladder`), measure the shallowest depth, then the next one, and so on; after each
-   depth, compare it at every target concurrency with the best of the baseline and the shallower
-   depths of its ladder (the objective's median over repeats);
+2. per ladder (`search.ladder`: a chain, or the trees of one branching and draft-token budget, so depth
+   is extended within each (topk, draft tokens) family), measure the shallowest depth, then the next
+   one, and so on; after each depth, compare it at every target concurrency with the best of the
+   baseline and the shallower depths of its ladder (the objective's median over repeats);
 3. go one depth deeper only while the last depth beat that best, at one target concurrency at least
    (in any workload of the run), by more than `search.min_gain` AND with repeat ranges that do not
    overlap (`observe.beats`); stop at the first depth that gains nowhere, at a depth that failed to
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.base import EngineSetting
 from specfrontier.search.base import Done, Proposal, Step
-from specfrontier.search.ladder import Ladder, build_ladders, depth_of
+from specfrontier.search.ladder import Ladder, build_ladders, ladder_depth
 from specfrontier.search.observe import Observations, beats
 
 
@@ -34,7 +35,7 @@ class AdaptiveStrategy:
         self.search = search
         self.targets = tuple(search.target_concurrency or concurrency)
         self.ladders: list[Ladder] = build_ladders(settings, search.max_depth)
-        self.fixed = [s for s in settings if depth_of(s) is None]  # baselines first: they are listed first
+        self.fixed = [s for s in settings if ladder_depth(s) is None]  # baselines first: they are listed first
         self.fixed.sort(key=lambda s: s.speculative)
         self.baselines = [s.name for s in settings if not s.speculative]
 

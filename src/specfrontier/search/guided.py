@@ -1,20 +1,34 @@
-"""Guided: measure a small design, fit the performance model, measure where it points, stop when confirmed.
+"""Guided: measure a design over every dimension, fit the model, move where it points, stop when confirmed.
 
-1. design: the baseline(s) and, per depth ladder, its shallowest and deepest listed depths, at the
-   target concurrency levels (`search.target_concurrency`; default every level: across concurrency);
+The space is what the config lists: its dimensions are the setting fields whose values vary
+(`search.space`: SGLang's steps x topk x draft tokens, vLLM's methods x K, ...), plus each depth
+ladder's extensions up to `search.max_depth` (chains, and trees per branching and draft-token budget).
+
+1. design: the baseline(s) and a few settings that together hold every dimension's lowest, second and
+   highest value and every category (`space.cover_design`: on SGLang's space a shallow chain, a narrow
+   and a wide tree; on vLLM's one setting per method), at the target concurrency levels
+   (`search.target_concurrency`; default every level: across concurrency);
 2. fit `specfrontier.perfmodel` to every cell measured so far (setting shape from the stored parameters,
-   acceptance from the stored counters) and predict every candidate: the listed settings, and each
-   ladder's depths up to `search.max_depth`;
-3. per target level, with m the best measured setting there (the objective's median over repeats):
+   acceptance from the stored counters) and predict every candidate;
+3. explore before confirming: while a dimension has fewer than two measured values (a design setting
+   failed to run), or a drafter family the model cannot predict has no measured setting, measure one
+   (a family never measured is a reason to measure, never a silent "confirmed");
+4. per target level, with m the best measured setting there (the objective's median over repeats):
    - measure the unmeasured candidate with the highest prediction if it is predicted to beat m by more
-     than the noise: the model's own error (its leave-one-out RMS) and at least `search.min_gain`;
-   - else measure m's unmeasured ladder neighbours (one depth shallower and deeper), unless the model
-     predicts one below m by more than that noise;
-4. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
-   beyond the noise, and the neighbours the model cannot rule out have been measured.
+     than the noise: the model's own error at that level (its leave-one-out RMS there) and at least
+     `search.min_gain`;
+   - else step from m along every dimension (`space.steps_along`: the next value up and down, each
+     other category; and one depth deeper or shallower on m's ladder), the most promising move first,
+     unless the model predicts it below m by more than that noise (below m's measurement, or below its
+     own prediction of m: neighbours share much of the model's error, so their difference is surer);
+     a model fitted on fewer speculative settings than the dimensions + 2 orders moves but rules none
+     out (its leave-one-out error from a handful of cells is not an error bar);
+5. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
+   beyond the noise, and the moves the model cannot rule out have been measured. The stop reason names
+   the values of each dimension explored.
 
 The answer is always a MEASURED setting: the model only chooses what to measure. When the model cannot
-be fitted (too few cells), the neighbour rule alone decides, and the stop reason says so.
+be fitted (too few cells), the move rule alone decides, and the stop reason says so.
 """
 
 from __future__ import annotations
@@ -26,8 +40,17 @@ from specfrontier.engines.base import EngineSetting
 from specfrontier.errors import SpecFrontierError
 from specfrontier.perfmodel import FittedModel, ModelCell, fit_model, setting_params
 from specfrontier.search.base import Done, Proposal, Step
-from specfrontier.search.ladder import Ladder, build_ladders, depth_of
+from specfrontier.search.ladder import Ladder, build_ladders
 from specfrontier.search.observe import Observations
+from specfrontier.search.space import (
+    Dimension,
+    cover_design,
+    describe_coverage,
+    dimensions,
+    steps_along,
+    unexplored,
+    value_of,
+)
 
 
 def model_cells(obs: Observations, workload: str) -> list[ModelCell]:
@@ -69,18 +92,21 @@ class GuidedStrategy:
                 s = ladder.setting_at(depth)
                 self.candidates.setdefault(s.name, s)
                 self.ladder_of[s.name] = (ladder, depth)
-        self.design: list[EngineSetting] = list(self.baselines)
-        for ladder in self.ladders:
-            listed = ladder.listed_depths
-            self.design += [ladder.setting_at(d) for d in dict.fromkeys((listed[0], listed[-1]))]
+        self.dims: list[Dimension] = dimensions(list(self.candidates.values()))
+        # The design holds the ends of what the config lists; the moves also reach each ladder's extensions.
+        self.design: list[EngineSetting] = [*self.baselines, *cover_design(settings, dimensions(settings))]
         self.model: FittedModel | None = None
         self.model_note = ""
+        self.fitted_settings = 0
 
     def propose(self, obs: Observations, attempted: set[str]) -> Step:
         for s in self.design:
             if s.name not in attempted:
                 return Proposal(s, "design: " + self._design_role(s), self.targets)
         self._fit(obs)
+        explore = self._explore(obs, attempted)
+        if isinstance(explore, Proposal):
+            return explore
         objective = self.search.objective
         confirmed: list[str] = []
         for c in self.targets:
@@ -95,19 +121,63 @@ class GuidedStrategy:
             value = measured[best]
             step = self._beyond(c, best, value, attempted)
             if step is None:
-                step = self._neighbour(c, best, value, attempted)
+                step = self._move(c, best, value, attempted)
             if step is not None:
                 return step
             confirmed.append(f"C={c}: {best} ({value:.1f})")
-        return Done(f"confirmed within the noise at {'; '.join(confirmed)}{self.model_note}")
+        explored = f"; explored: {self.explored(obs)}"
+        if explore is not None:
+            return Done(f"not confirmed: {explore.reason}; best measured at {'; '.join(confirmed)}{explored}")
+        return Done(f"confirmed within the noise at {'; '.join(confirmed)}{explored}{self.model_note}")
+
+    def explored(self, obs: Observations) -> str:
+        """Per dimension, the values measured of those the space holds (for the trace and the report)."""
+        measured = [s for n, s in self.candidates.items() if obs.measured(n)]
+        return describe_coverage(self.dims, measured)
 
     def _design_role(self, s: EngineSetting) -> str:
         if not s.speculative:
             return "baseline (no speculation)"
-        depth = depth_of(s)
-        return f"depth {depth}, an end of its ladder's listed range (the model interpolates between)"
+        shown = ", ".join(f"{d.field} {d.label([value_of(s, d.field)]) or value_of(s, d.field)}" for d in self.dims)
+        return f"covers the space's dimensions ({shown})" if shown else "the speculative setting listed"
+
+    def _explore(self, obs: Observations, attempted: set[str]) -> Proposal | Done | None:
+        """A setting that explores a dimension nothing measured yet (an ordered one with one measured
+        value, a category such as a drafter method never measured); Done(why) when one is unexplored but
+        all its settings were tried; None when every dimension is explored."""
+        measured = [s for n, s in self.candidates.items() if obs.measured(n)]
+        for dim, missing in unexplored(self.dims, measured):
+            untried = [
+                s
+                for n, s in self.candidates.items()
+                if n not in attempted and s.speculative and value_of(s, dim.field) in missing
+            ]
+            shown = dim.label(missing)
+            if not untried:
+                return Done(f"{dim.field} {shown} is not explored (its settings failed to run)")
+            pick = untried[0]
+            if dim.ordered:
+                seen = dim.label(v for v in dim.values if v not in missing)
+                why = f"explore {dim.field}: no value but {seen or 'none'} measured yet"
+            else:
+                value = value_of(pick, dim.field)
+                blind = any(self._predict(pick.name, c) is None for c in self.targets)
+                why = f"explore {dim.field} {value}: never measured" + (
+                    ", the model cannot predict it" if blind else ""
+                )
+            return Proposal(pick, why, self.targets)
+        return None
+
+    @property
+    def _trusted(self) -> bool:
+        """Whether the model may rule a move out: fitted on at least two speculative settings more than
+        the space has dimensions. On fewer its leave-one-out error comes from a handful of cells (on the
+        dense 3-D space, 4 cells at one level gave 4 % and ruled out the best tree, 5 % above the pick),
+        so it only orders the moves."""
+        return self.model is not None and self.fitted_settings >= len(self.dims) + 2
 
     def _fit(self, obs: Observations) -> None:
+        self.fitted_settings = sum(1 for n, s in self.candidates.items() if s.speculative and obs.measured(n))
         self.model, self.model_note = None, ""
         workloads = obs.workloads
         if not workloads:
@@ -115,7 +185,7 @@ class GuidedStrategy:
         try:
             self.model = fit_model(model_cells(obs, workloads[0]))
         except SpecFrontierError as exc:
-            self.model_note = f"; the model could not be fitted ({exc}), so only neighbours were checked"
+            self.model_note = f"; the model could not be fitted ({exc}), so only moves were checked"
             return
         loo = self.model.loo_rms.get(self.model.form)
         error = f"leave-one-out error {loo:.0%}" if loo is not None else "no leave-one-out error (too few cells)"
@@ -130,8 +200,12 @@ class GuidedStrategy:
             return None
         return p.aggregate_tok_s if self.search.objective == "aggregate_tok_s" else p.per_request_tok_s
 
-    def _band(self) -> float:
-        loo = self.model.loo_rms.get(self.model.form) if self.model is not None else None
+    def _band(self, c: int) -> float:
+        """The noise at C = c: the model's leave-one-out RMS error at that level (the model is not equally
+        good at every batch size), else its overall one, at least `search.min_gain`."""
+        if self.model is None:
+            return self.search.min_gain
+        loo = self.model.loo_rms_by_level.get(c, self.model.loo_rms.get(self.model.form))
         return max(self.search.min_gain, loo or 0.0)
 
     def _beyond(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
@@ -139,7 +213,7 @@ class GuidedStrategy:
         if not predicted:
             return None
         top = max(predicted, key=lambda n: predicted[n])
-        if predicted[top] <= value * (1.0 + self._band()):
+        if predicted[top] <= value * (1.0 + self._band(c)):
             return None
         return Proposal(
             self.candidates[top],
@@ -147,25 +221,43 @@ class GuidedStrategy:
             self.targets,
         )
 
-    def _neighbour(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
-        if best in self.ladder_of:
-            ladder, depth = self.ladder_of[best]
-            names = [ladder.setting_at(d).name for d in ladder.neighbours(depth)]
-        elif best in {s.name for s in self.baselines}:
-            names = [ladder.setting_at(ladder.listed_depths[0]).name for ladder in self.ladders]
-        else:
-            names = []
+    def moves(self, name: str, c: int | None = None) -> list[tuple[str, EngineSetting]]:
+        """(dimension, setting) one move from `name` along every dimension of the space (at C = `c` also
+        the model's best at each next value), and one depth along its ladder (which reaches extensions
+        past the listed depths); a baseline moves to the design's speculative settings."""
+        current = self.candidates[name]
+        if not current.speculative:
+            return [("speculation", s) for s in self.design if s.speculative]
+        out: dict[str, tuple[str, EngineSetting]] = {}
+        pool = list(self.candidates.values())
+        for dim in self.dims:
+            score = None if c is None else lambda s, c=c: self._predict(s.name, c)
+            for s in steps_along(current, dim, pool, self.dims, score):
+                out.setdefault(s.name, (dim.field, s))
+        if name in self.ladder_of:
+            ladder, depth = self.ladder_of[name]
+            for d in ladder.neighbours(depth):
+                s = ladder.setting_at(d)
+                out.setdefault(s.name, ("depth", s))
+        return list(out.values())
+
+    def _move(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
         ranked = sorted(
-            ((n, self._predict(n, c)) for n in names if n not in attempted),
-            key=lambda item: -(item[1] if item[1] is not None else float("inf")),
-        )  # the more promising neighbour first
-        for name, predicted in ranked:
-            if predicted is not None and predicted < value * (1.0 - self._band()):
+            ((dim, s, self._predict(s.name, c)) for dim, s in self.moves(best, c) if s.name not in attempted),
+            key=lambda item: -(item[2] if item[2] is not None else float("inf")),
+        )  # the more promising move first
+        band, here = self._band(c), self._predict(best, c)
+        if not self._trusted:
+            ranked = [(dim, setting, None) for dim, setting, _ in ranked]  # ranked, but none ruled out
+        for dim, setting, predicted in ranked:
+            if predicted is not None and predicted < value * (1.0 - band):
                 continue  # the model rules it out beyond its own error
+            if predicted is not None and here is not None and predicted < here * (1.0 - band):
+                continue  # ... or below its own prediction of m (an error shared by neighbours cancels)
             shown = f"predicted {predicted:.1f}" if predicted is not None else "no prediction"
             return Proposal(
-                self.candidates[name],
-                f"neighbour of the measured best {best} at C={c} ({value:.1f}; {shown})",
+                setting,
+                f"move along {dim} from the measured best {best} at C={c} ({value:.1f}; {shown})",
                 self.targets,
             )
         return None

@@ -5,7 +5,8 @@
 
 `next_setting` reads the run back from the store, asks the strategy for the next setting, checks the
 budget, registers the setting in the store (so a crash keeps it) and returns it. The planner keeps a
-trace of every choice and the reason it stopped; `tune` prints both.
+trace of every choice, the reason it stopped and, per dimension of the space (`search.space`: the
+setting fields the listed settings vary), the values measured; `tune` prints all three.
 
 Budget (checked before every launch of a setting not yet launched in this run):
 - `search.max_launches`: launches so far (settings ever launched in this run, failed ones included);
@@ -22,6 +23,7 @@ from specfrontier.search.base import Done, Strategy
 from specfrontier.search.grid import GridStrategy
 from specfrontier.search.guided import GuidedStrategy
 from specfrontier.search.observe import LAUNCHED, Observations, Observer
+from specfrontier.search.space import describe_coverage, dimensions
 from specfrontier.store import Store
 
 
@@ -47,25 +49,36 @@ class SearchPlanner:
         """Setting name -> the concurrency levels its proposal asked for (None: all)."""
         self.trace: list[str] = []
         self.stop_reason: str | None = None
+        self.explored: str | None = None
+        """Per dimension of the space, the values measured of those listed (set when the search stops)."""
+        self._known: dict[str, EngineSetting] = {s.name: s for s in config.all_settings()}
 
     def next_setting(self) -> EngineSetting | None:
         obs = self.observer.observe()
         attempted = self.yielded | {name for name, status in obs.status.items() if status == "done"}
         step = self.strategy.propose(obs, attempted)
         if isinstance(step, Done):
-            self.stop_reason = step.reason
+            self._stop(step.reason, obs)
             return None
         setting = step.setting
+        self._known.setdefault(setting.name, setting)
         if obs.status.get(setting.name) not in LAUNCHED:
             over = self._over_budget(obs, setting)
             if over is not None:
-                self.stop_reason = over
+                self._stop(over, obs)
                 return None
         self._register(setting, obs)
         self.yielded.add(setting.name)
         self.levels[setting.name] = step.concurrency
         self.trace.append(f"{setting.name}: {step.reason}")
         return setting
+
+    def _stop(self, reason: str, obs: Observations) -> None:
+        self.stop_reason = reason
+        listed = list(self.config.all_settings())
+        dims = dimensions(listed)
+        if dims:
+            self.explored = describe_coverage(dims, [s for n, s in self._known.items() if obs.measured(n)])
 
     def _over_budget(self, obs: Observations, setting: EngineSetting) -> str | None:
         search = self.config.search

@@ -56,3 +56,24 @@ def test_extension_names_never_collide_and_settings_stay_valid() -> None:
     assert isinstance(made, SGLangSetting) and made.num_draft_tokens == 4  # an explicit chain's drafts follow
     with pytest.raises(ValueError, match="not on a depth ladder"):
         with_depth(SGLangSetting(name="base"), 2, "x")
+
+
+def _tree(s: int, k: int, d: int) -> SGLangSetting:
+    return SGLangSetting(name=f"s{s}k{k}d{d}", algorithm="EAGLE3", num_steps=s, eagle_topk=k, num_draft_tokens=d)
+
+
+def test_trees_form_a_ladder_per_branching_and_draft_tokens_and_extend_in_depth() -> None:
+    settings = [SGLangSetting(name="base"), _steps(1), _tree(2, 4, 8), _tree(3, 4, 8), _tree(3, 4, 13), _tree(2, 2, 4)]
+    ladders = build_ladders(settings, max_depth=5)
+    assert [(ladder.listed_depths, [s.name for s in ladder.members.values()]) for ladder in ladders] == [
+        ([1], ["steps1"]),
+        ([2, 3], ["s2k4d8", "s3k4d8"]),
+        ([3], ["s3k4d13"]),
+        ([2], ["s2k2d4"]),
+    ]
+    wide = ladders[1]
+    assert list(wide.depths()) == [2, 3, 4, 5]
+    deeper = wide.setting_at(4)
+    assert isinstance(deeper, SGLangSetting)
+    assert (deeper.name, deeper.num_steps, deeper.eagle_topk, deeper.num_draft_tokens) == ("s3k4d8-d4", 4, 4, 8)
+    assert depth_of(deeper) is None  # still not a chain: schedules leave trees out

@@ -188,12 +188,51 @@ def test_guided_falls_back_to_neighbours_when_the_model_cannot_be_fitted(
     config = _config(SearchConfig(strategy="guided", target_concurrency=(1,), max_depth=3), steps=(2,))
     sweep = _run(tmp_path, config)
     assert sweep.planner is not None
-    # Design: the baseline and steps2; then steps2's neighbour on its ladder (which extends upward from the
-    # shallowest listed depth), unranked without a model; steps3 wins at C=1 and its neighbours are measured.
+    # Design: the baseline and steps2; then the depth dimension is explored (its ladder extends upward from
+    # the one listed depth), unranked without a model; steps3 wins at C=1 and its moves are measured.
     assert _measured(sweep) == ["no-spec", "steps2", "steps3"]
-    assert "neighbour of the measured best steps2 at C=1" in sweep.planner.trace[2]
+    assert "explore num_steps: no value but 2 measured yet" in sweep.planner.trace[2]
     stop = sweep.planner.stop_reason or ""
     assert stop.startswith("confirmed within the noise at C=1: steps3") and "could not be fitted" in stop
+
+
+def _trees(search: SearchConfig) -> SimTuneConfig:
+    """A space of trees only (no chain listed): steps 2-3 x topk 2, 4 x draft tokens 4, 8 within the bound."""
+    trees = [
+        SGLangSetting(name=f"s{s}k{k}d{d}", algorithm="EAGLE3", num_steps=s, eagle_topk=k, num_draft_tokens=d)
+        for s in (2, 3)
+        for k in (2, 4)
+        for d in (4, 8)
+        if d <= s * k + 1
+    ]
+    return _config(search).model_copy(update={"settings": (SGLangSetting(name="no-spec"), *trees)})
+
+
+def test_guided_on_a_space_of_trees_measures_trees_and_names_the_dimensions_explored(tmp_path: Path) -> None:
+    # Issue 28: with only trees listed, guided used to launch the baseline alone and stop "confirmed".
+    sweep = _run(tmp_path, _trees(SearchConfig(strategy="guided", target_concurrency=(1,), max_depth=3)))
+    measured = _measured(sweep)
+    assert measured[0] == "no-spec" and len(measured) >= 3
+    assert sweep.planner is not None
+    stop = sweep.planner.stop_reason or ""
+    assert stop.startswith("confirmed within the noise at C=1: s")  # a tree, measured, is the answer
+    assert "explored: num_steps 2,3 of 2,3; eagle_topk " in stop
+    assert sweep.planner.explored is not None and sweep.planner.explored.startswith("num_steps 2,3 of 2,3; eagle_topk")
+    for line in sweep.planner.trace[1:]:
+        assert line.split(": ", 1)[1].startswith(("design: covers the space's dimensions", "move along", "the model"))
+
+
+def test_adaptive_extends_depth_within_each_tree_family(tmp_path: Path) -> None:
+    sweep = _run(tmp_path, _trees(SearchConfig(strategy="adaptive", target_concurrency=(1,), max_depth=4)))
+    measured = _measured(sweep)
+    assert measured[0] == "no-spec"
+    # Each (topk, draft tokens) family is walked from its shallowest listed depth; at C=1 depth pays, so
+    # the families go deeper than listed (an extension keeps topk and draft tokens: `<name>-d4`).
+    assert {"s2k2d4", "s2k4d4", "s2k4d8"} <= set(measured)
+    assert any(name.endswith("-d4") for name in measured)
+    run_id = sweep.store.runs()[0].run_id
+    added = {s.name: s.params for s in sweep.store.settings(run_id) if s.name.endswith("-d4")}
+    assert all(p["num_steps"] == 4 and p["eagle_topk"] in (2, 4) for p in added.values())
 
 
 def test_budget_counts_settings_handed_out_before_they_report_their_start(tmp_path: Path) -> None:
