@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
+from specfrontier.analysis.drift import drift_lines
 from specfrontier.metrics.timeslices import SPIKE_FACTOR
 from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.tables import (
@@ -92,6 +93,11 @@ def _print_view(data: RunData, console: Console) -> None:
     if flags:
         console.print("[bold yellow]Flags[/bold yellow]")
         for line in flags:
+            console.print(f"  {escape(line)}")
+    drift = drift_lines(data)
+    if drift:
+        console.print("[bold]Drift[/bold] (each setting's first repeat vs its last; a smaller difference is no win)")
+        for line in drift:
             console.print(f"  {escape(line)}")
     spikes = spike_lines(data)
     if spikes:

@@ -33,7 +33,7 @@ import importlib
 import os
 import platform
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -62,6 +62,7 @@ from specfrontier.runs.cell import (
     require_evidence,
     to_server_time,
 )
+from specfrontier.runs.pacing import CellSizer, drift_mode, open_levels_after, provisional_answer
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
@@ -116,6 +117,8 @@ class SweepEvents:
     on_cell_done: Callable[[CellDone], None] | None = None
     on_setting_placed: Callable[[EngineSetting, str], None] | None = None
     """A setting was placed on a node of a cluster (the Ray executor): where, in words."""
+    on_provisional: Callable[[list[str]], None] | None = None
+    """Interleaved runs, after each round from the second on: the recommendation the cells give so far."""
 
 
 def workload_label(config: TuneConfig) -> str:
@@ -159,6 +162,9 @@ class Sweep:
         self.planner: SearchPlanner | None = None
         self.workloads: list[ResolvedWorkload] = []
         """Every workload the cells measure, in config order (filled by `prepare`)."""
+        self.drift_mode = drift_mode(config, self.adapter)
+        """'interleave': settings measured repeat by repeat (`runs.pacing`); 'off': one launch per setting."""
+        self.sizer = CellSizer(config.cell_lifetimes, config.cell_duration_s)
 
     @property
     def store(self) -> Store:
@@ -189,7 +195,7 @@ class Sweep:
         run_id = self.store.create_run(
             engine=self.adapter.name,
             config=self.config.model_dump(mode="json"),
-            environment=environment(self.adapter),
+            environment=environment(self.adapter) | {"drift_control": self.drift_mode},
         )
         if self.config.search.strategy == "grid":  # other strategies register what they choose
             register_settings(self.store, run_id, self.config.all_settings())
@@ -219,9 +225,30 @@ class Sweep:
         return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
 
     async def _measure_all(self, run_id: str, planner: SearchPlanner) -> None:
-        """Every setting the search chooses, one after the other (the Ray executor runs them side by side)."""
+        """Every setting the search chooses, one after the other (the Ray executor runs them side by side),
+        or with drift control, round by round (`_measure_interleaved`)."""
+        if self.drift_mode == "interleave":
+            await self._measure_interleaved(run_id, planner)
+            return
         while (setting := planner.next_setting()) is not None:
             await self._run_setting(run_id, setting, levels=planner.levels.get(setting.name))
+
+    async def _measure_interleaved(self, run_id: str, planner: SearchPlanner) -> None:
+        """Round r measures repeat r of every setting, each on its own launch, at the levels still open
+        (all of them, or with `min_repeats` those the sequential rule has not settled: `runs.pacing`)."""
+        settings: list[EngineSetting] = []
+        while (setting := planner.next_setting()) is not None:  # the grid: every listed setting, in order
+            settings.append(setting)
+        for repeat in range(self.config.repeats):
+            levels = open_levels_after(self.store, run_id, self.config, repeat)
+            if levels == []:
+                break
+            failed = {name for name, _ in self._failed}
+            for setting in settings:
+                if setting.name not in failed:
+                    await self._run_setting(run_id, setting, levels=levels, repeats=(repeat,))
+            if repeat >= 1 and self.events.on_provisional:
+                self.events.on_provisional(provisional_answer(self.store, run_id))
 
     async def measure_setting(
         self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None
@@ -260,9 +287,20 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None) -> None:
-        """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
-        todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
+    async def _run_setting(
+        self,
+        run_id: str,
+        setting: EngineSetting,
+        levels: Sequence[float] | None = None,
+        repeats: Sequence[int] | None = None,
+    ) -> None:
+        """Every missing cell of `setting` (only at `levels` when the search asks for a subset, only of
+        `repeats` in an interleaved round)."""
+        todo = [
+            t
+            for t in self._missing(run_id, setting)
+            if (levels is None or t[2] in levels) and (repeats is None or t[0] in repeats)
+        ]
         if not todo:
             return
         log_path = self.log_dir / run_id / f"{setting.name}.log"
@@ -302,6 +340,7 @@ class Sweep:
                                 num_requests=self.config.warmup_rounds * top,
                             )
                             require_evidence(warm, f"warmup of {wl.key}")
+                            self.sizer.warmed_up(to_server_time(warm, self.adapter.time_scale))
                     observed = peak.describe(capacity, top)
                     if observed != capacity:
                         self.store.update_setting(
@@ -397,17 +436,21 @@ class Sweep:
                     log_tail=tail_of(server.log_path),
                 )
 
+        load = cell_load(self.config)
+        if load.mode == "closed":
+            load = replace(load, cell_duration_s=self.sizer.duration_s(setting.name, wl.key, level))
         measured = await measure_cell(
             client,
             wl,
             level,
-            cell_load(self.config),
+            load,
             read_counters=read_counters,
             counters_source=self.adapter.counters_source,
             time_scale=self.adapter.time_scale,
             server_died=server_died,
         )
         done = measured.store(self.store, run_id, setting.name, wl.key, repeat)
+        self.sizer.cell_done(done)
         if self.events.on_cell_done:
             self.events.on_cell_done(done)
 

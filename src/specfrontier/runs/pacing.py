@@ -1,0 +1,99 @@
+"""How long and in what order the server sweep measures: drift control, cell sizing, stopping early.
+
+- **Order** (`drift_mode`): `interleave` measures repeat 1 of every setting, then repeat 2, ... with one
+  server launch per setting and repeat, so a change in the machine's speed during the run reaches every
+  setting alike and shows as drift (`analysis.drift`) instead of as a difference between settings. It
+  costs one launch, first request and warmup per setting and repeat beyond the first (llama.cpp with the
+  embedded model: about 2-4 s each). `auto` interleaves where the engine's relaunch is cheap
+  (`EngineAdapter.cheap_relaunch`) and the config allows it (`config.common.interleave_refused`).
+- **Size** (`CellSizer`): with `cell_lifetimes`, a closed-loop cell sends for that many request
+  lifetimes instead of a fixed time: the median E2E of the last cell of the same setting and level, else
+  of any setting's at that level, else of the launch's warmup at the top level (the longest lifetime of
+  the run's levels: an upper bound). `cell_duration_s`, when set, caps it.
+- **Stopping** (`open_levels_after`): with `min_repeats`, after that many rounds only the levels whose
+  ranking is not settled get another round (`analysis.sequential`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from specfrontier.analysis.decisions import recommend
+from specfrontier.analysis.sequential import open_levels
+from specfrontier.analysis.summary import load_run
+from specfrontier.config import TuneConfig
+from specfrontier.config.common import interleave_refused
+from specfrontier.engines import EngineAdapter
+from specfrontier.records import RequestRecord
+from specfrontier.runs.cell import CellDone
+from specfrontier.store import Store
+
+
+def drift_mode(config: TuneConfig, adapter: EngineAdapter[Any]) -> str:
+    """'interleave' or 'off': what `drift_control` means for this config and engine (module docstring)."""
+    if config.drift_control == "auto":
+        return "interleave" if adapter.cheap_relaunch and interleave_refused(config) is None else "off"
+    return config.drift_control
+
+
+def _median_e2e_s(records: Sequence[RequestRecord]) -> float | None:
+    ends = [(r.end_ns - r.send_ns) / 1e9 for r in records if r.ok]
+    return statistics.median(ends) if ends else None
+
+
+class CellSizer:
+    """Each closed-loop cell's sending time from measured request lifetimes (`cell_lifetimes`)."""
+
+    def __init__(self, lifetimes: float | None, cap_s: float | None) -> None:
+        self.lifetimes, self.cap_s = lifetimes, cap_s
+        self._launch_s: float | None = None
+        self._by_cell: dict[tuple[str, str, float], float] = {}
+        self._by_level: dict[tuple[str, float], float] = {}
+
+    def warmed_up(self, records: Sequence[RequestRecord]) -> None:
+        """A launch's warmup records (server time): the fallback lifetime for its cells."""
+        self._launch_s = _median_e2e_s(records) or self._launch_s
+
+    def cell_done(self, done: CellDone) -> None:
+        """A measured cell's median E2E: the lifetime for the next cell of its setting and level."""
+        e2e_ms = done.metrics.e2e_p50_ms
+        if e2e_ms:
+            self._by_cell[(done.setting, done.workload, done.concurrency)] = e2e_ms / 1000.0
+            self._by_level[(done.workload, done.concurrency)] = e2e_ms / 1000.0
+
+    def duration_s(self, setting: str, workload: str, level: float) -> float | None:
+        """Seconds (server time) the cell sends for; None: the config's cell_duration_s alone."""
+        if self.lifetimes is None:
+            return self.cap_s
+        lifetime = self._by_cell.get((setting, workload, level)) or self._by_level.get((workload, level))
+        lifetime = lifetime or self._launch_s
+        if lifetime is None:
+            return self.cap_s
+        sized = self.lifetimes * lifetime
+        return min(sized, self.cap_s) if self.cap_s is not None else sized
+
+
+def open_levels_after(store: Store, run_id: str, config: TuneConfig, rounds: int) -> list[float] | None:
+    """The levels the next round measures after `rounds` complete rounds: None (all) before `min_repeats`
+    rounds or without it; else the levels not yet settled (`analysis.sequential`)."""
+    if config.min_repeats is None or rounds < config.min_repeats:
+        return None
+    return open_levels(load_run(store, run_id))
+
+
+def provisional_answer(store: Store, run_id: str) -> list[str]:
+    """The recommendation the stored cells give now, one line per group of levels (the live view shows it
+    as soon as every setting has two repeats at a level; the final report may still change it)."""
+    data = load_run(store, run_id)
+    lines = []
+    for view_name, view in data.workload_views():
+        prefix = f"{view_name}: " if data.multi_workload else ""
+        for rec in recommend(view):
+            levels = ", ".join(view.level_text(level) for level in rec.concurrency)
+            lines.append(f"{prefix}{levels}: {rec.setting} ({rec.note})")
+    return lines
+
+
+__all__ = ["CellSizer", "drift_mode", "open_levels_after", "provisional_answer"]
