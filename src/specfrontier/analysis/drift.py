@@ -3,7 +3,8 @@
 Settings measured one after another cannot tell a faster setting from a machine that got faster while it
 ran. With `drift_control: interleave` the sweep measures repeat 1 of every setting, then repeat 2, ...
 (`runs.sweep`), so every setting sees every period of the run, and the change of a setting's aggregate
-tok/s from its first repeat to its last is the machine's drift over the run plus that setting's noise.
+tok/s from the start of the run to its end (its first repeat(s) against its last, `_change`) is the
+machine's drift over the run plus that setting's noise.
 The drift of a level is the median of those changes over the settings, its spread their lowest and
 highest; it is beyond the noise when every setting moved the same way by more than DRIFT_FLOOR.
 
@@ -31,7 +32,7 @@ class LevelDrift:
 
     level: float
     change: float
-    """Median over settings of (last repeat / first repeat - 1): -0.2 = the machine got 20% slower."""
+    """Median over settings of (end / start - 1), `_change`: -0.2 = the machine got 20% slower."""
     low: float
     high: float
     """The lowest and highest setting's change (its spread)."""
@@ -57,10 +58,15 @@ def interleaved(data: RunData) -> bool:
 
 
 def _change(cell: CellSummary) -> float | None:
+    """The setting's end of the run against its start: the mean of its last n//2 repeats over the mean of
+    its first n//2 (2-3 repeats: the last over the first; 4: the last two over the first two), so one
+    disturbed repeat weighs less where there are more of them."""
     values = [v for v in cell.repeat_tok_s if v is not None]
-    if len(values) < 2 or values[0] <= 0:
+    half = len(values) // 2
+    if half == 0:
         return None
-    return values[-1] / values[0] - 1.0
+    start, end = statistics.fmean(values[:half]), statistics.fmean(values[-half:])
+    return end / start - 1.0 if start > 0 else None
 
 
 def level_drifts(data: RunData) -> list[LevelDrift]:
@@ -91,6 +97,13 @@ def within_drift(winner: float, loser: float, drift: LevelDrift | None) -> bool:
     return abs(winner / loser - 1.0) <= drift.size
 
 
+def _halves(repeats: int) -> str:
+    half = repeats // 2
+    if half <= 1:
+        return f"repeat 1 vs {repeats}"
+    return f"repeats 1-{half} vs {repeats - half + 1}-{repeats}"
+
+
 def drift_line(data: RunData, d: LevelDrift) -> str:
     """One line of the report: the drift at a level, its spread and whether it is beyond the noise."""
     verdict = (
@@ -99,7 +112,7 @@ def drift_line(data: RunData, d: LevelDrift) -> str:
         else "within the noise"
     )
     return (
-        f"drift at {data.level_text(d.level)}: {d.change:+.1%} from repeat 1 to {d.repeats} "
+        f"drift at {data.level_text(d.level)}: {d.change:+.1%} from the start to the end ({_halves(d.repeats)}) "
         f"(settings {d.low:+.1%} .. {d.high:+.1%}, {d.settings} settings): {verdict}"
     )
 
