@@ -10,6 +10,7 @@ drift per level and the recommendation, and checks:
 
     python benchmarks/drift_hog.py            # hog halfway
     python benchmarks/drift_hog.py --no-hog   # the same run, no hog
+    python benchmarks/drift_hog.py --engine sim [--no-hog]   # the simulator's HTTP face instead
 
 Exit 0 when the check holds, 1 when it does not. On a machine shared with other work the no-hog run can
 see drift too (that is what the control is for): run it where nothing else runs for the 'within the
@@ -35,14 +36,26 @@ from specfrontier.runs.sweep import SweepEvents, open_sweep
 HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def config(store: Path, repeats: int, cell_s: float) -> dict[str, object]:
-    return {
+ENGINES: dict[str, dict[str, object]] = {
+    "llamacpp": {
         "engine": {"name": "llamacpp"},
         "workloads": [{"source": "builtin:cpu-mix", "prompts": 2, "max_tokens": 32}],
         "settings": [
             {"name": "baseline"},
             {"name": "ngram-simple-n3-m8", "spec_type": "ngram-simple", "ngram_size_n": 3, "ngram_size_m": 8},
         ],
+    },
+    "sim": {  # the simulator's HTTP face: real (scaled) time, far less sensitive to CPU load than llama.cpp
+        "engine": {"name": "sim", "face": "http", "time_scale": 1.0},
+        "workloads": [{"source": "synthetic-greedy", "prompts": 2, "input_tokens": 32, "max_tokens": 32}],
+        "settings": [{"name": "baseline"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2}],
+    },
+}
+
+
+def config(engine: str, store: Path, repeats: int, cell_s: float) -> dict[str, object]:
+    return {
+        **ENGINES[engine],
         "concurrency": [1],
         "repeats": repeats,
         "rounds_per_cell": 1,
@@ -54,7 +67,7 @@ def config(store: Path, repeats: int, cell_s: float) -> dict[str, object]:
 
 async def run(args: argparse.Namespace) -> int:
     store = Path(tempfile.mkdtemp(prefix="drift-hog-")) / "s.db"
-    cfg = parse_config(config(store, args.repeats, args.cell_s), source="drift_hog")
+    cfg = parse_config(config(args.engine, store, args.repeats, args.cell_s), source="drift_hog")
     total = 2 * args.repeats
     hogs: list[subprocess.Popen[bytes]] = []
 
@@ -108,6 +121,7 @@ def _margin(data: object, rec: object) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="llamacpp", help="server to measure")
     parser.add_argument("--no-hog", action="store_true", help="the same run without the hog")
     parser.add_argument("--repeats", type=int, default=4, help="repeats per cell (the hog starts after half)")
     parser.add_argument("--cell-s", type=float, default=6.0, help="seconds each cell sends for")

@@ -60,7 +60,8 @@ def level_settled(data: RunData, level: float) -> bool:
 
 def open_levels(data: RunData) -> list[float]:
     """Levels that still need repeats, in every workload of the run (a level is measured for all workloads
-    until each of them has settled it)."""
+    until each of them has settled it); settings whose server failed take no part (they get no more)."""
+    data = data.without_settings(data.failed_settings)
     views = [view for _, view in data.workload_views()]
     return [lv for lv in data.concurrency_levels if not all(level_settled(v, lv) for v in views)]
 

@@ -8,8 +8,10 @@
   (`EngineAdapter.cheap_relaunch`) and the config allows it (`config.common.interleave_refused`).
 - **Size** (`CellSizer`): with `cell_lifetimes`, a closed-loop cell sends for that many request
   lifetimes instead of a fixed time: the median E2E of the last cell of the same setting and level, else
-  of any setting's at that level, else of the launch's warmup at the top level (the longest lifetime of
-  the run's levels: an upper bound). `cell_duration_s`, when set, caps it.
+  of any setting's at that level, else one drawn from the launch itself: its cold first request (C = 1,
+  slower than a warm one) and its warmup at the top level (the longest lifetime of the run's levels),
+  interpolated linearly in C between them (the warmup's alone when the first request failed): upper
+  bounds, so the first cells of a run are the longest. `cell_duration_s`, when set, caps it.
 - **Stopping** (`open_levels_after`): with `min_repeats`, after that many rounds only the levels whose
   ranking is not settled get another round (`analysis.sequential`).
 """
@@ -49,12 +51,25 @@ class CellSizer:
     def __init__(self, lifetimes: float | None, cap_s: float | None) -> None:
         self.lifetimes, self.cap_s = lifetimes, cap_s
         self._launch_s: float | None = None
+        self._first_s: float | None = None
+        self._top: float = 1.0
         self._by_cell: dict[tuple[str, str, float], float] = {}
         self._by_level: dict[tuple[str, float], float] = {}
 
-    def warmed_up(self, records: Sequence[RequestRecord]) -> None:
-        """A launch's warmup records (server time): the fallback lifetime for its cells."""
-        self._launch_s = _median_e2e_s(records) or self._launch_s
+    def first_request(self, record: RequestRecord) -> None:
+        """A launch's cold first request (server time): the fallback lifetime at C = 1."""
+        self._first_s = _median_e2e_s([record]) or self._first_s
+
+    def warmed_up(self, records: Sequence[RequestRecord], top: float) -> None:
+        """A launch's warmup records at level `top` (server time): the fallback lifetime at that level."""
+        self._launch_s, self._top = _median_e2e_s(records) or self._launch_s, top
+
+    def _launch_lifetime(self, level: float) -> float | None:
+        """The launch's own estimate at `level`: first request (C = 1) to warmup (top C), linear in C."""
+        if self._launch_s is None or self._first_s is None or self._top <= 1:
+            return self._launch_s
+        share = min(max((level - 1.0) / (self._top - 1.0), 0.0), 1.0)
+        return self._first_s + (self._launch_s - self._first_s) * share
 
     def cell_done(self, done: CellDone) -> None:
         """A measured cell's median E2E: the lifetime for the next cell of its setting and level."""
@@ -68,7 +83,7 @@ class CellSizer:
         if self.lifetimes is None:
             return self.cap_s
         lifetime = self._by_cell.get((setting, workload, level)) or self._by_level.get((workload, level))
-        lifetime = lifetime or self._launch_s
+        lifetime = lifetime or self._launch_lifetime(level)
         if lifetime is None:
             return self.cap_s
         sized = self.lifetimes * lifetime

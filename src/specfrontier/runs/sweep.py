@@ -247,6 +247,12 @@ class Sweep:
             for setting in settings:
                 if setting.name not in failed:
                     await self._run_setting(run_id, setting, levels=levels, repeats=(repeat,))
+                else:  # failed in an earlier round: not relaunched, its cells of this round are missing
+                    self._missing_count += sum(
+                        1
+                        for r, _, lv in self._missing(run_id, setting)
+                        if r == repeat and (levels is None or lv in levels)
+                    )
             if repeat >= 1 and self.events.on_provisional:
                 self.events.on_provisional(provisional_answer(self.store, run_id))
 
@@ -340,7 +346,7 @@ class Sweep:
                                 num_requests=self.config.warmup_rounds * top,
                             )
                             require_evidence(warm, f"warmup of {wl.key}")
-                            self.sizer.warmed_up(to_server_time(warm, self.adapter.time_scale))
+                            self.sizer.warmed_up(to_server_time(warm, self.adapter.time_scale), top)
                     observed = peak.describe(capacity, top)
                     if observed != capacity:
                         self.store.update_setting(
@@ -402,6 +408,7 @@ class Sweep:
     async def _first_request(self, run_id: str, setting: EngineSetting, client: StreamingClient) -> None:
         """Cold start: the very first request on the fresh server (before warmup), stored with the setting."""
         (first,) = to_server_time([await client.send(self.prompts[0], self.sampling)], self.adapter.time_scale)
+        self.sizer.first_request(first)
         if first.ok and first.first_token_ns is not None:
             self.store.update_setting(
                 run_id,
