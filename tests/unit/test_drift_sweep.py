@@ -85,7 +85,8 @@ async def test_off_measures_every_repeat_of_a_setting_on_one_launch(tmp_path: Pa
 async def test_a_settled_level_stops_after_min_repeats_and_the_answer_is_shown_early(tmp_path: Path) -> None:
     # steps4 is ~3.7x the baseline on the simulator: the ranges are far apart after 2 repeats
     answers: list[list[str]] = []
-    events = SweepEvents(on_provisional=answers.append)
+    dropped: list[int] = []
+    events = SweepEvents(on_provisional=answers.append, on_cells_dropped=dropped.append)
     cfg = parse_config(_config(tmp_path / "s.db", repeats=3, min_repeats=2, concurrency=[1, 2]))
     sweep, run_id = open_sweep(cfg, None, resume=None, events=events)
     outcome = await sweep.run(run_id)
@@ -94,6 +95,7 @@ async def test_a_settled_level_stops_after_min_repeats_and_the_answer_is_shown_e
     assert {c.repeats for c in data.cells} == {2}
     assert data.incomplete_cells() == []
     assert answers and any("steps4" in line for line in answers[0])
+    assert dropped == [2 * 2]  # the third repeat of 2 settings at 2 levels
 
 
 def test_min_repeats_above_repeats_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -115,8 +115,20 @@ class SweepProgress:
         if self.mode == "quiet":
             return SweepEvents()
         return SweepEvents(
-            self.on_start, self.on_ready, self.on_failed, self.on_cell, self.on_placed, self.on_provisional
+            self.on_start,
+            self.on_ready,
+            self.on_failed,
+            self.on_cell,
+            self.on_placed,
+            self.on_provisional,
+            self.on_cells_dropped,
         )
+
+    def on_cells_dropped(self, cells: int) -> None:
+        """Levels settled early (the sequential rule): their remaining cells leave the plan and the ETA."""
+        self.total = max(self.total - cells, self.done)
+        self._emit("cells_dropped", cells=cells, total=self.total)
+        self._line(f"  [dim]{cells} planned cell(s) not needed: their levels are settled[/dim]")
 
     def on_provisional(self, lines: list[str]) -> None:
         """The answer so far (an interleaved run, after each round from the second): shown at once, kept at

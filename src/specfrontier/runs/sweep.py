@@ -11,7 +11,12 @@ each prompt equally often and cells at different concurrency levels measure the 
 one with the single `workload:` keeps its historical label (`workload_label`).
 
 Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
-levels instead of biasing one. In open-loop mode (`load.mode: open`) a cell is one request rate: the
+levels instead of biasing one. With drift control (`drift_control`, `runs.pacing`) they are the outer
+loop over the settings too: round r launches every setting in turn for its repeat-r cells, so a change
+in the machine's speed reaches every setting alike (`analysis.drift`), and with `min_repeats` a round
+measures only the levels the sequential rule has not settled (`analysis.sequential`).
+
+In open-loop mode (`load.mode: open`) a cell is one request rate: the
 same seeded arrival schedule for every setting and repeat, warmup/cooldown requests sent but not
 stored (see `load.open_loop`). A setting whose server fails is recorded as failed with its log tail
 and the sweep goes on. Every finished cell is committed before the next starts, so a crash loses at
@@ -119,6 +124,8 @@ class SweepEvents:
     """A setting was placed on a node of a cluster (the Ray executor): where, in words."""
     on_provisional: Callable[[list[str]], None] | None = None
     """Interleaved runs, after each round from the second on: the recommendation the cells give so far."""
+    on_cells_dropped: Callable[[int], None] | None = None
+    """The sequential rule settled levels early: this many planned cells will not be measured."""
 
 
 def workload_label(config: TuneConfig) -> str:
@@ -239,11 +246,18 @@ class Sweep:
         settings: list[EngineSetting] = []
         while (setting := planner.next_setting()) is not None:  # the grid: every listed setting, in order
             settings.append(setting)
+        all_levels = self.config.load.rates if self.config.load.mode == "open" else self.config.concurrency
+        measuring = len(all_levels)
         for repeat in range(self.config.repeats):
             levels = open_levels_after(self.store, run_id, self.config, repeat)
+            failed = {name for name, _ in self._failed}
+            if levels is not None and len(levels) < measuring and self.events.on_cells_dropped:
+                live = sum(1 for s in settings if s.name not in failed)
+                rounds_left = self.config.repeats - repeat
+                self.events.on_cells_dropped((measuring - len(levels)) * rounds_left * live * len(self.workloads))
+                measuring = len(levels)
             if levels == []:
                 break
-            failed = {name for name, _ in self._failed}
             for setting in settings:
                 if setting.name not in failed:
                     await self._run_setting(run_id, setting, levels=levels, repeats=(repeat,))

@@ -160,3 +160,11 @@ def test_the_provisional_answer_is_printed_emitted_and_kept_in_the_live_view() -
     shown = Console(file=io.StringIO(), width=200)
     shown.print(live._render())
     assert "provisional: C=4: baseline" in shown.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_cells_dropped_by_the_sequential_rule_leave_the_plan_and_the_eta() -> None:
+    out = io.StringIO()
+    progress = SweepProgress(Console(file=io.StringIO()), "jsonl", 27, out=out, clock=Clock())
+    progress.events().on_cells_dropped(6)  # type: ignore[misc]
+    assert progress.total == 21
+    assert json.loads(out.getvalue().splitlines()[-1]) == {"event": "cells_dropped", "cells": 6, "total": 21}
