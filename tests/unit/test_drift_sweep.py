@@ -4,6 +4,7 @@ config checks of drift_control / min_repeats / cell_lifetimes."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from specfrontier.analysis import load_run
 from specfrontier.analysis.drift import level_drifts
 from specfrontier.config.load import parse_config
 from specfrontier.errors import ConfigError
+from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import SweepEvents, open_sweep
 
 pytestmark = pytest.mark.slow
@@ -45,7 +47,7 @@ def _no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def _config(store: Path, **extra: Any) -> dict[str, Any]:
     return {
         "engine": {"name": "sim", "face": "http", "time_scale": 8.0, "startup_timeout_s": 30},
-        "workloads": [{"source": "synthetic-greedy", "prompts": 2, "input_tokens": 32, "max_tokens": 24}],
+        "workload": {"max_tokens": 24, "ignore_eos": True},
         "concurrency": [1],
         "repeats": 2,
         "rounds_per_cell": 1,
@@ -96,6 +98,28 @@ async def test_a_settled_level_stops_after_min_repeats_and_the_answer_is_shown_e
     assert data.incomplete_cells() == []
     assert answers and any("steps4" in line for line in answers[0])
     assert dropped == [2 * 2]  # the third repeat of 2 settings at 2 levels
+
+
+async def test_resume_of_an_interrupted_interleaved_run_measures_every_setting_s_later_rounds(tmp_path: Path) -> None:
+    # Interrupted in round 2 after steps4 was stored as done in round 1: resume must still measure its repeat 2.
+    stored: list[tuple[str, int]] = []
+
+    def interrupt_after_three(done: CellDone) -> None:
+        stored.append((done.setting, done.repeat))
+        if len(stored) == 3:
+            raise asyncio.CancelledError
+
+    events = SweepEvents(on_cell_done=interrupt_after_three)
+    sweep, run_id = open_sweep(parse_config(_config(tmp_path / "s.db")), None, resume=None, events=events)
+    with pytest.raises(asyncio.CancelledError):
+        await sweep.run(run_id)
+    assert stored == [("no-spec", 0), ("steps4", 0), ("no-spec", 1)]
+    sweep.store.close()
+    resumed, same = open_sweep(None, tmp_path / "s.db", resume=run_id)
+    outcome = await resumed.run(same)
+    assert outcome.status == "done"
+    keys = sorted((row.setting_id, row.repeat) for row in resumed.store.cells(run_id))
+    assert keys == [("no-spec", 0), ("no-spec", 1), ("steps4", 0), ("steps4", 1)]
 
 
 def test_min_repeats_above_repeats_is_refused_in_one_line(tmp_path: Path) -> None:

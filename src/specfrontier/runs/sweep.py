@@ -243,9 +243,12 @@ class Sweep:
     async def _measure_interleaved(self, run_id: str, planner: SearchPlanner) -> None:
         """Round r measures repeat r of every setting, each on its own launch, at the levels still open
         (all of them, or with `min_repeats` those the sequential rule has not settled: `runs.pacing`)."""
-        settings: list[EngineSetting] = []
-        while (setting := planner.next_setting()) is not None:  # the grid: every listed setting, in order
-            settings.append(setting)
+        while planner.next_setting() is not None:  # the grid registers and traces every listed setting
+            pass
+        # Every listed setting, whatever its stored status: a setting marked done after an earlier round of
+        # an interrupted run still has the later rounds' cells to measure on `--resume` (the planner skips
+        # settings stored as done).
+        settings = list(self.config.all_settings())
         all_levels = self.config.load.rates if self.config.load.mode == "open" else self.config.concurrency
         measuring = len(all_levels)
         for repeat in range(self.config.repeats):

@@ -143,3 +143,24 @@ def test_four_repeats_compare_the_first_two_with_the_last_two(tmp_path: Path) ->
     (d,) = level_drifts(data)
     assert (d.low, d.high) == (pytest.approx(-0.2), pytest.approx(980 / 1200 - 1))
     assert d.beyond_noise and "repeats 1-2 vs 3-4" in drift_lines(data)[1]
+
+
+def test_the_reports_show_the_drift_per_level_and_the_withdrawn_win(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from specfrontier.report import print_report, report_json, report_markdown
+
+    data = _run(tmp_path, {"baseline": [1000, 900, 800], "ngram-8": [1250, 1040, 1010]})
+    out = io.StringIO()
+    print_report(data, Console(file=out, width=300))
+    text = out.getvalue()
+    assert "Drift" in text and "drift at C=1: -19.6%" in text and "BEYOND THE NOISE" in text
+    assert "DRIFT: the difference at C=1" in text
+    exported = report_json(data)
+    assert exported["drift_control"] == "interleave"
+    (d,) = exported["drift"]
+    assert d["level"] == 1 and d["beyond_noise"] and d["low"] == pytest.approx(-0.2)
+    assert exported["best_per_concurrency"][0]["drift_withdrawn"] is True
+    assert "### Drift" in report_markdown(data)
