@@ -28,6 +28,7 @@ from specfrontier.analysis.summary import load_run
 from specfrontier.config import TuneConfig
 from specfrontier.config.common import interleave_refused
 from specfrontier.engines import EngineAdapter
+from specfrontier.errors import ConfigError
 from specfrontier.records import RequestRecord
 from specfrontier.runs.cell import CellDone
 from specfrontier.store import Store
@@ -38,6 +39,20 @@ def drift_mode(config: TuneConfig, adapter: EngineAdapter[Any]) -> str:
     if config.drift_control == "auto":
         return "interleave" if adapter.cheap_relaunch and interleave_refused(config) is None else "off"
     return config.drift_control
+
+
+def check_min_repeats(config: TuneConfig, mode: str) -> None:
+    """Refuse `min_repeats` where the run will not be interleaved (`drift_control: auto` on an engine whose
+    relaunch is not cheap, or a config that cannot interleave): the rule compares settings round by round."""
+    if config.min_repeats is None or mode == "interleave":
+        return
+    why = (
+        interleave_refused(config) or "this engine's relaunch is not cheap, so drift_control: auto does not interleave"
+    )
+    raise ConfigError(
+        f"min_repeats = {config.min_repeats}: the sequential rule needs settings measured repeat by repeat, but "
+        f"{why}; fix: remove min_repeats, or set drift_control: interleave"
+    )
 
 
 def _median_e2e_s(records: Sequence[RequestRecord]) -> float | None:
@@ -111,4 +126,4 @@ def provisional_answer(store: Store, run_id: str) -> list[str]:
     return lines
 
 
-__all__ = ["CellSizer", "drift_mode", "open_levels_after", "provisional_answer"]
+__all__ = ["CellSizer", "check_min_repeats", "drift_mode", "open_levels_after", "provisional_answer"]

@@ -67,7 +67,7 @@ from specfrontier.runs.cell import (
     require_evidence,
     to_server_time,
 )
-from specfrontier.runs.pacing import CellSizer, drift_mode, open_levels_after, provisional_answer
+from specfrontier.runs.pacing import CellSizer, check_min_repeats, drift_mode, open_levels_after, provisional_answer
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
@@ -186,6 +186,7 @@ class Sweep:
 
     def prepare(self) -> None:
         """Every check that can fail before a server is launched (config, binary, flags, prompts)."""
+        check_min_repeats(self.config, self.drift_mode)
         self.adapter.prepare(self.config.settings)
         if self.config.workloads:
             self.workloads = [
