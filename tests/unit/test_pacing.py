@@ -31,7 +31,7 @@ def test_a_launch_interpolates_from_its_first_request_to_its_warmup() -> None:
     sizer = CellSizer(8, None)
     sizer.first_request(record_ms(0, 10, 1000, 10))
     sizer.warmed_up([record_ms(0, 10, 3000, 10), record_ms(0, 10, 3000, 10)], 4)
-    assert sizer.duration_s("a", "w", 1) == pytest.approx(8.0)
+    assert sizer.duration_s("a", "w", 1) == pytest.approx(4.0)  # C = 1: no ramp, half the lifetimes
     assert sizer.duration_s("a", "w", 2) == pytest.approx(8 * (1 + 2 / 3))
     assert sizer.duration_s("a", "w", 4) == pytest.approx(24.0)
 
@@ -39,13 +39,13 @@ def test_a_launch_interpolates_from_its_first_request_to_its_warmup() -> None:
 def test_a_measured_cell_sizes_the_next_cell_of_its_level_and_the_cap_holds() -> None:
     sizer = CellSizer(8, 20.0)
     sizer.warmed_up([record_ms(0, 10, 3000, 10)], 4)
-    assert sizer.duration_s("a", "w", 1) == 20.0  # 24 s from the warmup alone, capped
-    sizer.cell_done(_done("a", 1, 1200))
-    assert sizer.duration_s("a", "w", 1) == pytest.approx(9.6)
-    assert sizer.duration_s("b", "w", 1) == pytest.approx(9.6)  # another setting: the level's last cell
-    sizer.cell_done(_done("b", 1, 1000))
-    assert sizer.duration_s("a", "w", 1) == pytest.approx(9.6)  # its own last cell first
-    assert sizer.duration_s("b", "w", 1) == pytest.approx(8.0)
+    assert sizer.duration_s("a", "w", 4) == 20.0  # 24 s from the warmup alone, capped
+    sizer.cell_done(_done("a", 2, 1200))
+    assert sizer.duration_s("a", "w", 2) == pytest.approx(9.6)
+    assert sizer.duration_s("b", "w", 2) == pytest.approx(9.6)  # another setting: the level's last cell
+    sizer.cell_done(_done("b", 2, 1000))
+    assert sizer.duration_s("a", "w", 2) == pytest.approx(9.6)  # its own last cell first
+    assert sizer.duration_s("b", "w", 2) == pytest.approx(8.0)
 
 
 def test_auto_interleaves_where_the_engine_relaunches_cheaply_and_the_config_allows() -> None:

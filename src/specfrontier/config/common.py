@@ -264,8 +264,8 @@ class TuneBase(_Strict):
         ge=4,
         le=1000,
         description="Closed loop: size each cell from the measured request lifetime: send for this many "
-        "lifetimes (the median E2E of the launch's warmup at the top level, an upper bound for lower levels), "
-        "at most cell_duration_s when that is set (unset: cell_duration_s alone).",
+        "lifetimes (C = 1: half as many; the median E2E of the last cell of that level, else the launch's own "
+        "first request and warmup), at most cell_duration_s when that is set (unset: cell_duration_s alone).",
     )
     verify_schedule: bool = Field(
         False,

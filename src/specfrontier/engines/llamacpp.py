@@ -198,9 +198,10 @@ lifetimes a steady rate needs (`metrics.steady`); at 15 s and at 20 s one cell i
 
 
 DEFAULT_CELL_LIFETIMES = 8.0
-"""Each default cell sends for 8 request lifetimes (`cell_lifetimes`, at most DEFAULT_CELL_DURATION_S): at
-C = 4 the ramp takes up to ~3.3 lifetimes (9 s of 2.7 s requests), leaving the 4 a steady rate needs; at
-C = 1 and 2, where a request lives shorter, the cell is shorter too instead of a fixed 25 s."""
+"""Each default cell sends for 8 request lifetimes (`cell_lifetimes`, at most DEFAULT_CELL_DURATION_S; 4 at
+C = 1, which has no ramp): measured on 2 cores, the C = 4 ramp of the n-gram settings took 3.2-3.6
+lifetimes, leaving 4.2-6 for the steady span where 4 are needed (`metrics.steady`); at C = 2 the ramp
+took ~2. At C = 1 and 2, where a request lives shorter, the cell is shorter too instead of a fixed 25 s."""
 
 DEFAULT_MIN_REPEATS = 2
 """The default run stops a level after 2 interleaved repeats once its ranking is settled (`min_repeats`,

@@ -7,7 +7,8 @@
   embedded model: about 2-4 s each). `auto` interleaves where the engine's relaunch is cheap
   (`EngineAdapter.cheap_relaunch`) and the config allows it (`config.common.interleave_refused`).
 - **Size** (`CellSizer`): with `cell_lifetimes`, a closed-loop cell sends for that many request
-  lifetimes instead of a fixed time: the median E2E of the last cell of the same setting and level, else
+  lifetimes instead of a fixed time (C = 1: half as many, it has no ramp to cover: its steady span is
+  the whole window): the median E2E of the last cell of the same setting and level, else
   of any setting's at that level, else one drawn from the launch itself: its cold first request (C = 1,
   slower than a warm one) and its warmup at the top level (the longest lifetime of the run's levels),
   interpolated linearly in C between them (the warmup's alone when the first request failed): upper
@@ -101,7 +102,7 @@ class CellSizer:
         lifetime = lifetime or self._launch_lifetime(level)
         if lifetime is None:
             return self.cap_s
-        sized = self.lifetimes * lifetime
+        sized = (self.lifetimes if level > 1 else self.lifetimes / 2) * lifetime
         return min(sized, self.cap_s) if self.cap_s is not None else sized
 
 
