@@ -309,4 +309,32 @@ def test_a_bad_deploy_address_is_refused_before_launch(tmp_path: Path, deploy: d
     store = tmp_path / "s.db"
     config = write_config(tmp_path / "c.yaml", sim_config(store, deploy=deploy))
     assert_one_config_error(cli("tune", "--config", str(config), cwd=tmp_path), message)
+
+
+# -- drift control and the sequential rule -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "parts"),
+    [
+        ({"repeats": 2, "min_repeats": 3}, ["min_repeats = 3: above repeats = 2; fix: lower min_repeats"]),
+        ({"drift_control": "off", "min_repeats": 2}, ["drift_control is 'off'; fix: set drift_control"]),
+        ({"drift_control": "always"}, ["drift_control = 'always'", "fix: use one of the allowed values"]),
+        (
+            {"drift_control": "interleave", "search": {"strategy": "adaptive"}},
+            ["drift_control = 'interleave': search.strategy = 'adaptive'", "fix: use drift_control: auto or off"],
+        ),
+        ({"cell_lifetimes": 1}, ["cell_lifetimes = 1", "fix: use a larger value"]),
+        (  # auto interleaves where a relaunch is cheap; vLLM's costs minutes: min_repeats has nothing to stop
+            {"min_repeats": 2, "engine": {"name": "vllm", "model": "m"}, "settings": [{"name": "baseline"}]},
+            ["min_repeats = 2: the sequential rule needs settings measured repeat by repeat", "relaunch is not cheap"],
+        ),
+    ],
+    ids=["above-repeats", "with-drift-off", "unknown-mode", "interleave-adaptive", "lifetimes-small", "no-interleave"],
+)
+def test_drift_control_and_min_repeats_are_checked_before_launch(
+    tmp_path: Path, overrides: dict[str, Any], parts: list[str]
+) -> None:
+    store = tmp_path / "s.db"
+    config = write_config(tmp_path / "c.yaml", sim_config(store, **overrides))
+    done = cli("tune", "--config", str(config), cwd=tmp_path)
+    assert_one_config_error(done, *parts)
     assert_nothing_started(tmp_path, store)

@@ -4,7 +4,8 @@ The objective at a fixed client concurrency is aggregate output tok/s (median ov
 closed loop with C requests in flight it is the rate at which the server serves those C users, and at
 C=1 it equals per-request speed. A win counts as real only when the two settings' bootstrap intervals of
 the median do not overlap AND the medians differ by more than 1% (`specfrontier.metrics.stats.separated`; with 3
-repeats the interval is the min-max range); otherwise it is a tie within the noise, reported as such,
+repeats the interval is the min-max range) AND by more than the machine's measured drift at that level
+(`analysis.drift`, interleaved runs); otherwise it is a tie within the noise, reported as such,
 and the recommendation takes the cheapest setting among those tied with the best: no speculation < fewer
 draft tokens < more (docs/metrics.md).
 """
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from specfrontier.analysis.deploy import deploy_command
+from specfrontier.analysis.drift import drift_at, within_drift
 from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
 from specfrontier.engines.base import Deployable, EngineSetting
 from specfrontier.engines.registry import stored_setting, vocabulary
@@ -36,6 +38,9 @@ class Best:
     beyond_spread: bool
     """True when the best is separated from the runner-up: intervals apart and more than 1% apart."""
     speedup_vs_baseline: float | None
+    drift_withdrawn: bool = False
+    """The medians are apart beyond the spread, but by no more than the level's measured drift
+    (`analysis.drift`): not a win, treated as a tie."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +67,16 @@ def best_per_concurrency(data: RunData) -> list[Best]:
         top_value = top.aggregate_tok_s.median or 0.0
         second = ranked[1] if len(ranked) > 1 else None
         margin = beyond = None
+        drifted = False
         if second is not None and second.aggregate_tok_s.median:
             margin = top_value / second.aggregate_tok_s.median - 1.0
             beyond = figures_separated(top.aggregate_tok_s, second.aggregate_tok_s)
+            drifted = bool(beyond) and within_drift(top_value, second.aggregate_tok_s.median, drift_at(data, c))
+            beyond = beyond and not drifted
         base = data.cell(data.baseline, c) if data.baseline else None
         speedup = top_value / base.aggregate_tok_s.median if base is not None and base.aggregate_tok_s.median else None
-        out.append(Best(c, top.setting, top_value, second.setting if second else None, margin, bool(beyond), speedup))
+        runner_up = second.setting if second else None
+        out.append(Best(c, top.setting, top_value, runner_up, margin, bool(beyond), speedup, drifted))
     return out
 
 
@@ -111,10 +120,15 @@ def figures_separated(winner: OverRepeats, loser: OverRepeats) -> bool:
 
 
 def _separated(data: RunData, winner: str, loser: str, concurrency: float) -> bool:
+    """`winner` above `loser` beyond the spread of repeats and by more than the level's drift."""
     w, lo = data.cell(winner, concurrency), data.cell(loser, concurrency)
     if w is None or lo is None:
         return False
-    return figures_separated(w.aggregate_tok_s, lo.aggregate_tok_s)
+    if not figures_separated(w.aggregate_tok_s, lo.aggregate_tok_s):
+        return False
+    return not within_drift(
+        w.aggregate_tok_s.median or 0.0, lo.aggregate_tok_s.median or 0.0, drift_at(data, concurrency)
+    )
 
 
 def draft_length(params: dict[str, Any]) -> float:
@@ -182,7 +196,9 @@ def _prefer_cheaper_on_tie(data: RunData, best: Best) -> Best:
     value = pick.aggregate_tok_s.median or 0.0
     base = data.cell(data.baseline, best.concurrency) if data.baseline else None
     vs_base = value / base.aggregate_tok_s.median if base is not None and base.aggregate_tok_s.median else None
-    return Best(best.concurrency, pick.setting, value, best.setting, None, False, vs_base)
+    top = data.cell(best.setting, best.concurrency)
+    drifted = top is not None and figures_separated(top.aggregate_tok_s, pick.aggregate_tok_s)
+    return Best(best.concurrency, pick.setting, value, best.setting, None, False, vs_base, drifted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +257,15 @@ def recommend(data: RunData) -> list[Recommendation]:
             note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie" + (
                 "; the cheaper setting is recommended)" if cheaper else ")"
             )
+        drifted = [b for b in group if b.drift_withdrawn]
+        if drifted:
+            where = ", ".join(
+                f"{data.level_text(b.concurrency)} ({b.runner_up} vs {b.setting}, drift {d.change:+.1%})"
+                for b in drifted
+                if (d := drift_at(data, b.concurrency)) is not None
+            )
+            note += f"; DRIFT: the difference at {where} is smaller than the machine's measured drift: not a win"
+            solid = False
         flagged = flagged_evidence(data, group)
         if flagged:
             note += f"; WARNING: {flagged}: this evidence may be distorted"

@@ -184,6 +184,8 @@ class CellSummary:
     """Closed loop: mean requests in flight inside the steady span."""
     steady_s: OverRepeats = _NO_FIGURE
     """Closed loop: length of the steady span (s)."""
+    repeat_tok_s: tuple[float | None, ...] = ()
+    """Aggregate tok/s of each repeat, in repeat order (the drift and the sequential rule compare them)."""
 
     def figure(self, name: str) -> OverRepeats:
         """The figure over repeats of a declared metric (`metric_specs`), by name."""
@@ -303,19 +305,30 @@ class RunData:
         """Settings whose server failed (crash, stall, start-up failure) in their last launch."""
         return frozenset(s.name for s in self.settings if s.status == "failed")
 
+    def repeats_expected_of(self, cell: CellSummary) -> int:
+        """Repeats `cell` should have: `expected_repeats`, or where the sequential rule may stop a level early
+        (`min_repeats` in the config), the most any cell of its level and workload has, at least
+        `min_repeats` (every setting of a level gets the same repeats: the rule stops a level, not a cell)."""
+        floor = self.run.config.get("min_repeats")
+        if not isinstance(floor, int) or isinstance(floor, bool):
+            return self.expected_repeats
+        peers = (c.repeats for c in self.cells if c.level == cell.level and c.workload == cell.workload)
+        return max(floor, *peers)
+
     def incomplete_cells(self) -> list[CellSummary]:
         """Cells with fewer stored repeats than the config asked for (a crash or an interruption cut them)."""
-        want = self.expected_repeats
-        return [c for c in self.cells if c.repeats < want]
+        return [c for c in self.cells if c.repeats < self.repeats_expected_of(c)]
 
     def verdict(self, cell: CellSummary) -> tuple[str, ...]:
         """Why a cell is not evidence, one short reason each (empty: it is evidence). The rule
-        (docs/reliability.md): all the repeats the run asked for are stored, its setting's server did not
+        (docs/reliability.md): all the repeats the run asked for are stored (`repeats_expected_of`: a level
+        the sequential rule settled early asks for fewer), its setting's server did not
         fail (exit, stall, a window where every request failed), its failed requests stay within
         `max_failed_share` of its requests, and (closed loop) it had a steady state to measure."""
         reasons = []
-        if cell.repeats < self.expected_repeats:
-            reasons.append(f"{cell.repeats} of {self.expected_repeats} repeats")
+        expected = self.repeats_expected_of(cell)
+        if cell.repeats < expected:
+            reasons.append(f"{cell.repeats} of {expected} repeats")
         if cell.setting in self.failed_settings:
             reasons.append("server failed")
         if failed_over_bound(cell.errors, cell.requests, self.max_failed_share):
@@ -476,6 +489,7 @@ def _summarise(group: list[tuple[CellRow, CellDigest, CellMetrics]], slos: Seque
         spikes=found,
         client_health=tuple(row.client_health for row, _, _ in group if row.client_health is not None),
         goodput=GoodputSummary(tuple(_goodput(row, slos) for row, _, _ in group)) if slos else None,
+        repeat_tok_s=tuple(m.aggregate_tok_s for m in metrics),
         **declared,
     )
 

@@ -317,6 +317,31 @@ class TuneBase(_Strict):
         default_factory=DeployConfig,
         description="The address the printed (deployable) commands serve on; the run's own is not printed.",
     )
+    drift_control: Literal["auto", "interleave", "off"] = Field(
+        "auto",
+        description="Guard against a machine whose speed changes during the run: 'interleave' measures the "
+        "settings repeat by repeat (repeat 1 of every setting, then repeat 2, ...: one server launch per setting "
+        "and repeat) and reports the drift per level (first vs last repeat); a difference smaller than it is no "
+        "win. 'auto': interleave where a relaunch is cheap (the engine says so, e.g. llama.cpp) and the grid "
+        "search runs locally without verify_schedule; 'off': every repeat of a setting on one launch "
+        "(docs/metrics.md, 'Drift').",
+    )
+    min_repeats: int | None = Field(
+        None,
+        ge=2,
+        le=50,
+        description="Sequential rule: after this many repeats, stop a level's repeats once its ranking is settled "
+        "(a tie more repeats cannot undo, or wins by more than the spread and the drift); needs interleaved "
+        "repeats (drift_control). Unset: every level gets `repeats` (docs/metrics.md, 'Stopping early').",
+    )
+    cell_lifetimes: float | None = Field(
+        None,
+        ge=4,
+        le=1000,
+        description="Closed loop: size each cell from the measured request lifetime: send for this many "
+        "lifetimes (C = 1: half as many; the median E2E of the last cell of that level, else the launch's own "
+        "first request and warmup), at most cell_duration_s when that is set (unset: cell_duration_s alone).",
+    )
     verify_schedule: bool = Field(
         False,
         description="After the settings, run the measured best depth per batch size as one more setting (the "
@@ -411,6 +436,24 @@ class TuneBase(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _repeats_controllable(self) -> TuneBase:
+        if self.min_repeats is not None and self.min_repeats > self.repeats:
+            raise ValueError(
+                f"min_repeats = {self.min_repeats}: above repeats = {self.repeats}; fix: lower min_repeats or "
+                "raise repeats"
+            )
+        if self.min_repeats is not None and self.drift_control == "off":
+            raise ValueError(
+                "min_repeats: the sequential rule compares settings repeat by repeat, but drift_control is 'off'; "
+                "fix: set drift_control: interleave (or auto), or remove min_repeats"
+            )
+        if self.drift_control == "interleave":
+            why = interleave_refused(self)
+            if why is not None:
+                raise ValueError(f"drift_control = 'interleave': {why}; fix: use drift_control: auto or off")
+        return self
+
+    @model_validator(mode="after")
     def _search_fits_sweep(self) -> TuneBase:
         search = self.search
         extra = sorted(set(search.target_concurrency) - set(self.concurrency))
@@ -425,6 +468,19 @@ class TuneBase(_Strict):
                 "fix: use search.strategy: grid, or load.mode: closed"
             )
         return self
+
+
+def interleave_refused(config: TuneBase) -> str | None:
+    """Why a config cannot measure its settings repeat by repeat (None: it can): the interleaved order
+    needs every setting known up front (the grid search), one machine, and no setting built from the
+    finished run (verify_schedule)."""
+    if config.search.strategy != "grid":
+        return f"search.strategy = {config.search.strategy!r} chooses settings from results (grid lists them)"
+    if config.executor.kind != "local":
+        return "executor.kind = 'ray' runs settings side by side on several machines"
+    if config.verify_schedule:
+        return "verify_schedule builds its setting from the finished run"
+    return None
 
 
 _FIX_BY_ERROR_TYPE = {
@@ -474,6 +530,7 @@ __all__ = [
     "WorkloadSpec",
     "check_extra_args",
     "describe_validation_error",
+    "interleave_refused",
     "listen_flag",
     "startup_timeout",
 ]

@@ -276,6 +276,9 @@ class EngineAdapter(ABC, Generic[SettingT]):
     keep_alive: ClassVar[bool] = True
     """Whether the server keeps a connection open after a streamed response, so the client reuses it
     (see `StreamingClient`); False for an engine known to close it, so no request meets a dead socket."""
+    cheap_relaunch: ClassVar[bool] = False
+    """Whether a server launch costs seconds, not minutes (no GPU weights to load, no graphs to capture):
+    `drift_control: auto` then measures the settings repeat by repeat, one launch per setting and repeat."""
 
     files_dir: Path | None = None
     """Where files a launch reads (an options or schedule file) are written: the sweep sets it to the run's

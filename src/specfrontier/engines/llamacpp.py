@@ -195,14 +195,32 @@ def default_settings() -> tuple[LlamaCppSetting, ...]:
 
 
 DEFAULT_CELL_DURATION_S = 25.0
-"""Each default cell sends for 25 s: a C = 4 request lives 2.5-2.8 s on 2 cores and the first 4 (the
-ramp) take up to ~9 s to be replaced, so the steady span still covers the 4 request lifetimes a steady
-rate needs (`metrics.steady`); at 15 s and at 20 s one cell in nine fell short."""
+"""The longest a default cell sends (the cap of `DEFAULT_CELL_LIFETIMES`): a C = 4 request lives 2.5-2.8 s
+on 2 cores and the first 4 (the ramp) take up to ~9 s to be replaced, so 25 s still leaves the 4 request
+lifetimes a steady rate needs (`metrics.steady`); at 15 s and at 20 s one cell in nine fell short."""
+
+
+DEFAULT_CELL_LIFETIMES = 8.0
+"""Each default cell sends for 8 request lifetimes (`cell_lifetimes`, at most DEFAULT_CELL_DURATION_S; 4 at
+C = 1, which has no ramp): measured on 2 cores, the C = 4 ramp of the n-gram settings took 3.2-3.6
+lifetimes, leaving 4.2-6 for the steady span where 4 are needed (`metrics.steady`); at C = 2 the ramp
+took ~2. At C = 1 and 2, where a request lives shorter, the cell is shorter too instead of a fixed 25 s."""
+
+DEFAULT_MIN_REPEATS = 2
+"""The default run stops a level after 2 interleaved repeats once its ranking is settled (`min_repeats`,
+`analysis.sequential`), and takes the third only where it is not."""
 
 
 def default_config() -> LlamaCppTuneConfig:
-    """The config `specfrontier tune` runs with no --config: SmolLM2-135M on llama.cpp, C = 1, 2, 4."""
-    return LlamaCppTuneConfig(settings=default_settings(), cell_duration_s=DEFAULT_CELL_DURATION_S)
+    """The config `specfrontier tune` runs with no --config: SmolLM2-135M on llama.cpp, C = 1, 2, 4, the
+    settings interleaved repeat by repeat (drift control), cells sized from the request lifetime and a
+    level's repeats stopped once settled (the first answer in about 5 minutes on 2 cores)."""
+    return LlamaCppTuneConfig(
+        settings=default_settings(),
+        cell_duration_s=DEFAULT_CELL_DURATION_S,
+        cell_lifetimes=DEFAULT_CELL_LIFETIMES,
+        min_repeats=DEFAULT_MIN_REPEATS,
+    )
 
 
 # Logical parameter -> spellings, newest first. The first one the installed binary knows is used.
@@ -283,6 +301,8 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
     keep_alive: ClassVar[bool] = False
     """llama-server b11434 closes the connection after every streamed response although it answers
     `Keep-Alive: timeout=5, max=100`: measured, every second request on a reused connection failed."""
+    cheap_relaunch: ClassVar[bool] = True
+    """llama-server with the embedded model is ready in about 0.4 s on a quiet machine (1.2 s loaded)."""
 
     def __init__(self, engine: LlamaCppEngine, *, help_text: str | None = None) -> None:
         self.engine = engine

@@ -57,6 +57,8 @@ class SimAdapter(SGLangAdapter):
 
     name: ClassVar[str] = "sim"
     display_name: ClassVar[str] = "simulator"
+    cheap_relaunch: ClassVar[bool] = True
+    """The HTTP face is a Python process with no weights: ready in about a second."""
 
     def _launcher(self) -> list[str]:
         eng = self.engine

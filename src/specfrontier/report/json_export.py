@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.deploy import deploy_command
+from specfrontier.analysis.drift import interleaved, level_drifts
 from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json, verdict_text
@@ -150,7 +151,7 @@ def _cell(data: RunData, c: CellSummary) -> _Export:
         time_slices=[[asdict(x) for x in repeat] for repeat in c.slices],
         spikes=[{"repeat": r, **asdict(x), "factor": x.factor} for r, x in c.spikes],
         repeats=c.repeats,
-        complete=c.repeats >= data.expected_repeats and c.setting not in data.failed_settings,
+        complete=c.repeats >= data.repeats_expected_of(c) and c.setting not in data.failed_settings,
         evidence=not reasons,
         verdict=verdict_text(reasons),
         acceptance_rate=c.acceptance_rate,
@@ -294,9 +295,12 @@ def decisions_json(data: RunData) -> dict[str, Any]:
                 "margin": b.margin,
                 "beyond_spread": b.beyond_spread,
                 "speedup_vs_baseline": b.speedup_vs_baseline,
+                "drift_withdrawn": b.drift_withdrawn,
             }
             for b in best_per_concurrency(data.complete_evidence())
         ],
+        "drift_control": "interleave" if interleaved(data) else "off",
+        "drift": [{**asdict(d), "size": d.size, "beyond_noise": d.beyond_noise} for d in level_drifts(data)],
         "crossovers": [
             {
                 "wins_low": x.winner_low,

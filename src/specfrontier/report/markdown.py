@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specfrontier.analysis import RunData
+from specfrontier.analysis.drift import drift_lines
 from specfrontier.report.bias import best_change_lines, workload_tables
 from specfrontier.report.tables import (
     SIMULATED_NOTE,
@@ -72,6 +73,9 @@ def _view_sections(data: RunData) -> list[str]:
     flags = flag_lines(data)
     if flags:
         body.append("### Flags\n\n" + "\n".join(f"- {_escape(f)}" for f in flags) + "\n")
+    drift = drift_lines(data)
+    if drift:
+        body.append("### Drift\n\n" + "\n".join(f"- {_escape(f)}" for f in drift) + "\n")
     spikes = spike_lines(data)
     if spikes:
         body.append("### Spikes\n\n" + "\n".join(f"- {_escape(f)}" for f in spikes) + "\n")

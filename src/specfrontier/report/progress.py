@@ -81,6 +81,8 @@ class SweepProgress:
         self._done_by_setting: dict[str, int] = {}
         """Cells finished per setting (settings run side by side on a Ray cluster)."""
         self._live: Live | None = None
+        self.provisional: list[str] = []
+        """The latest provisional answer (`on_provisional`), shown in the live view."""
 
     # -- figures -----------------------------------------------------------------------------------
     def eta_s(self) -> float | None:
@@ -112,12 +114,36 @@ class SweepProgress:
     def events(self) -> SweepEvents:
         if self.mode == "quiet":
             return SweepEvents()
-        return SweepEvents(self.on_start, self.on_ready, self.on_failed, self.on_cell, self.on_placed, self.on_relaunch)
+        return SweepEvents(
+            self.on_start,
+            self.on_ready,
+            self.on_failed,
+            self.on_cell,
+            self.on_placed,
+            self.on_relaunch,
+            self.on_provisional,
+            self.on_cells_dropped,
+        )
 
     def on_relaunch(self, setting: EngineSetting, why: str) -> None:
         """The setting's server is launched again: say why before the second "launching" line."""
         self._emit("setting_relaunch", setting=setting.name, reason=why)
         self._line(f"  [yellow]relaunch[/yellow]: {escape(why)}")
+
+    def on_cells_dropped(self, cells: int) -> None:
+        """Levels settled early (the sequential rule): their remaining cells leave the plan and the ETA."""
+        self.total = max(self.total - cells, self.done)
+        self._emit("cells_dropped", cells=cells, total=self.total)
+        self._line(f"  [dim]{cells} planned cell(s) not needed: their levels are settled[/dim]")
+
+    def on_provisional(self, lines: list[str]) -> None:
+        """The answer so far (an interleaved run, after each round from the second): shown at once, kept at
+        the top of the live view until the next one; the final report may still change it."""
+        self.provisional = lines
+        self._emit("provisional_answer", recommendations=lines, done=self.done, total=self.total)
+        self._line("[bold green]provisional answer[/bold green] (more repeats may change it):")
+        for line in lines:
+            self._line(f"  {escape(line)}")
 
     def on_placed(self, setting: EngineSetting, where: str) -> None:
         """A setting placed on a node of a cluster (Ray executor): which setting runs where."""
@@ -206,6 +232,8 @@ class SweepProgress:
         top = Table.grid()
         top.add_row(head)
         top.add_row(ProgressBar(total=max(self.total, 1), completed=self.done, width=60))
+        for line in self.provisional:
+            top.add_row(Text(f"provisional: {line}", style="green"))
         return Group(top, table)
 
 

@@ -252,10 +252,10 @@ def flag_lines(data: RunData) -> list[str]:
                 f"setting {s.name} failed: {(s.error or '').splitlines()[0] if s.error else '?'} "
                 "(its cells are not used for recommendations)"
             )
-    want = data.expected_repeats
     rest = "`bench` run again measures it whole" if "bench" in data.run.config else "`tune --resume` measures the rest"
     for c in data.cells:
         at = data.level_text(c.level)
+        want = data.repeats_expected_of(c)
         if c.repeats < want:
             lines.append(
                 f"{c.setting} {at}: incomplete, {c.repeats} of {want} repeats stored (not used for recommendations; "

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
+from specfrontier.analysis.drift import drift_lines
 from specfrontier.commands import bench_again_command, resume_command
 from specfrontier.metrics.timeslices import SPIKE_FACTOR
 from specfrontier.report.bias import best_change_lines, workload_tables
@@ -122,6 +123,11 @@ def _print_view(data: RunData, console: Console) -> None:
     if flags:
         console.print("[bold yellow]Flags[/bold yellow]")
         for line in flags:
+            console.print(f"  {escape(line)}")
+    drift = drift_lines(data)
+    if drift:
+        console.print("[bold]Drift[/bold] (each setting's first repeat vs its last; a smaller difference is no win)")
+        for line in drift:
             console.print(f"  {escape(line)}")
     spikes = spike_lines(data)
     if spikes:

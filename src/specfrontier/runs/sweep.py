@@ -11,7 +11,12 @@ each prompt equally often and cells at different concurrency levels measure the 
 one with the single `workload:` keeps its historical label (`workload_label`).
 
 Repeats are the outer loop so that slow drift (thermal, page cache) spreads over all concurrency
-levels instead of biasing one. In open-loop mode (`load.mode: open`) a cell is one request rate: the
+levels instead of biasing one. With drift control (`drift_control`, `runs.pacing`) they are the outer
+loop over the settings too: round r launches every setting in turn for its repeat-r cells, so a change
+in the machine's speed reaches every setting alike (`analysis.drift`), and with `min_repeats` a round
+measures only the levels the sequential rule has not settled (`analysis.sequential`).
+
+In open-loop mode (`load.mode: open`) a cell is one request rate: the
 same seeded arrival schedule for every setting and repeat, warmup/cooldown requests sent but not
 stored (see `load.open_loop`). A setting whose server fails is recorded as failed with its log tail
 and the sweep goes on. Every finished cell is committed before the next starts, so a crash loses at
@@ -66,6 +71,7 @@ from specfrontier.runs.cell import (
     require_evidence,
     to_server_time,
 )
+from specfrontier.runs.pacing import CellSizer, check_min_repeats, drift_mode, open_levels_after, provisional_answer
 from specfrontier.runs.resume_config import config_changes, record_changes
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
@@ -153,6 +159,10 @@ class SweepEvents:
     """A setting was placed on a node of a cluster (the Ray executor): where, in words."""
     on_setting_relaunch: Callable[[EngineSetting, str], None] | None = None
     """A setting's server is launched again (its port was taken by another program): why, in words."""
+    on_provisional: Callable[[list[str]], None] | None = None
+    """Interleaved runs, after each round from the second on: the recommendation the cells give so far."""
+    on_cells_dropped: Callable[[int], None] | None = None
+    """The sequential rule settled levels early: this many planned cells will not be measured."""
 
 
 def workload_label(config: TuneConfig) -> str:
@@ -196,6 +206,9 @@ class Sweep:
         self.planner: SearchPlanner | None = None
         self.workloads: list[ResolvedWorkload] = []
         """Every workload the cells measure, in config order (filled by `prepare`)."""
+        self.drift_mode = drift_mode(config, self.adapter)
+        """'interleave': settings measured repeat by repeat (`runs.pacing`); 'off': one launch per setting."""
+        self.sizer = CellSizer(config.cell_lifetimes, config.cell_duration_s)
 
     @property
     def store(self) -> Store:
@@ -210,6 +223,7 @@ class Sweep:
 
     def prepare(self) -> None:
         """Every check that can fail before a server is launched (config, binary, flags, prompts)."""
+        check_min_repeats(self.config, self.drift_mode)
         self.adapter.prepare(self.config.settings)
         if self.config.workloads:
             self.workloads = [
@@ -226,7 +240,7 @@ class Sweep:
         run_id = self.store.create_run(
             engine=self.adapter.name,
             config=self.config.model_dump(mode="json"),
-            environment=environment(self.adapter),
+            environment=environment(self.adapter) | {"drift_control": self.drift_mode},
         )
         if self.config.search.strategy == "grid":  # other strategies register what they choose
             register_settings(self.store, run_id, self.config.all_settings())
@@ -256,9 +270,46 @@ class Sweep:
         return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
 
     async def _measure_all(self, run_id: str, planner: SearchPlanner) -> None:
-        """Every setting the search chooses, one after the other (the Ray executor runs them side by side)."""
+        """Every setting the search chooses, one after the other (the Ray executor runs them side by side),
+        or with drift control, round by round (`_measure_interleaved`)."""
+        if self.drift_mode == "interleave":
+            await self._measure_interleaved(run_id, planner)
+            return
         while (setting := planner.next_setting()) is not None:
             await self._run_setting(run_id, setting, levels=planner.levels.get(setting.name))
+
+    async def _measure_interleaved(self, run_id: str, planner: SearchPlanner) -> None:
+        """Round r measures repeat r of every setting, each on its own launch, at the levels still open
+        (all of them, or with `min_repeats` those the sequential rule has not settled: `runs.pacing`)."""
+        while planner.next_setting() is not None:  # the grid registers and traces every listed setting
+            pass
+        # Every listed setting, whatever its stored status: a setting marked done after an earlier round of
+        # an interrupted run still has the later rounds' cells to measure on `--resume` (the planner skips
+        # settings stored as done).
+        settings = list(self.config.all_settings())
+        all_levels = self.config.load.rates if self.config.load.mode == "open" else self.config.concurrency
+        measuring = len(all_levels)
+        for repeat in range(self.config.repeats):
+            levels = open_levels_after(self.store, run_id, self.config, repeat)
+            failed = {name for name, _ in self._failed}
+            if levels is not None and len(levels) < measuring and self.events.on_cells_dropped:
+                live = sum(1 for s in settings if s.name not in failed)
+                rounds_left = self.config.repeats - repeat
+                self.events.on_cells_dropped((measuring - len(levels)) * rounds_left * live * len(self.workloads))
+                measuring = len(levels)
+            if levels == []:
+                break
+            for setting in settings:
+                if setting.name not in failed:
+                    await self._run_setting(run_id, setting, levels=levels, repeats=(repeat,))
+                else:  # failed in an earlier round: not relaunched, its cells of this round are missing
+                    self._missing_count += sum(
+                        1
+                        for r, _, lv in self._missing(run_id, setting)
+                        if r == repeat and (levels is None or lv in levels)
+                    )
+            if repeat >= 1 and self.events.on_provisional:
+                self.events.on_provisional(provisional_answer(self.store, run_id))
 
     async def measure_setting(
         self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None
@@ -297,9 +348,20 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
-    async def _run_setting(self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None) -> None:
-        """Every missing cell of `setting` (only at `levels` when the search asks for a subset)."""
-        todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
+    async def _run_setting(
+        self,
+        run_id: str,
+        setting: EngineSetting,
+        levels: Sequence[float] | None = None,
+        repeats: Sequence[int] | None = None,
+    ) -> None:
+        """Every missing cell of `setting` (only at `levels` when the search asks for a subset, only of
+        `repeats` in an interleaved round)."""
+        todo = [
+            t
+            for t in self._missing(run_id, setting)
+            if (levels is None or t[2] in levels) and (repeats is None or t[0] in repeats)
+        ]
         if not todo:
             return
         log_path = self.log_dir / run_id / file_name_for(setting.name, ".log")
@@ -339,6 +401,7 @@ class Sweep:
                                 num_requests=self.config.warmup_rounds * top,
                             )
                             require_evidence(warm, f"warmup of {wl.key}")
+                            self.sizer.warmed_up(to_server_time(warm, self.adapter.time_scale), top)
                     observed = peak.describe(capacity, top)
                     if observed != capacity:
                         self.store.update_setting(
@@ -403,6 +466,7 @@ class Sweep:
     async def _first_request(self, run_id: str, setting: EngineSetting, client: StreamingClient) -> None:
         """Cold start: the very first request on the fresh server (before warmup), stored with the setting."""
         (first,) = to_server_time([await client.send(self.prompts[0], self.sampling)], self.adapter.time_scale)
+        self.sizer.first_request(first)
         if first.ok and first.first_token_ns is not None:
             self.store.update_setting(
                 run_id,
@@ -443,17 +507,21 @@ class Sweep:
                     f"stored; fix: see the server log ({server.log_path})"
                 )
 
+        load = cell_load(self.config)
+        if load.mode == "closed":
+            load = replace(load, cell_duration_s=self.sizer.duration_s(setting.name, wl.key, level))
         measured = await measure_cell(
             client,
             wl,
             level,
-            cell_load(self.config),
+            load,
             read_counters=read_counters,
             counters_source=self.adapter.counters_source,
             time_scale=self.adapter.time_scale,
             server_died=server_died,
         )
         done = measured.store(self.store, run_id, setting.name, wl.key, repeat)
+        self.sizer.cell_done(done)
         if self.events.on_cell_done:
             self.events.on_cell_done(done)
 

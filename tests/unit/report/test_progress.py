@@ -143,3 +143,28 @@ def test_planned_cells_count_the_schedule_that_verify_schedule_measures_after_th
     without = planned_cells(parse_config(data, source="test"))
     with_schedule = planned_cells(parse_config({**data, "verify_schedule": True}, source="test"))
     assert (without, with_schedule) == (4 * 3, 5 * 3)  # '[13/12 cells]' before: the schedule was not planned
+
+
+def test_the_provisional_answer_is_printed_emitted_and_kept_in_the_live_view() -> None:
+    out = io.StringIO()
+    progress = SweepProgress(Console(file=io.StringIO()), "jsonl", 6, per_setting_cells=3, out=out, clock=Clock())
+    progress.events().on_provisional(["C=1: baseline (no speculative setting beat ...)"])  # type: ignore[misc]
+    (event,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert event["event"] == "provisional_answer" and event["recommendations"][0].startswith("C=1: baseline")
+    lines = io.StringIO()
+    plain = SweepProgress(Console(file=lines, width=200), "lines", 6, clock=Clock())
+    plain.on_provisional(["C=1, C=2: ngram-8 (1.30x the baseline's aggregate tok/s)"])
+    assert "provisional answer" in lines.getvalue() and "C=1, C=2: ngram-8 (1.30x" in lines.getvalue()
+    live = SweepProgress(Console(file=io.StringIO(), width=200), "live", 6, clock=Clock())
+    live.on_provisional(["C=4: baseline"])
+    shown = Console(file=io.StringIO(), width=200)
+    shown.print(live._render())
+    assert "provisional: C=4: baseline" in shown.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_cells_dropped_by_the_sequential_rule_leave_the_plan_and_the_eta() -> None:
+    out = io.StringIO()
+    progress = SweepProgress(Console(file=io.StringIO()), "jsonl", 27, out=out, clock=Clock())
+    progress.events().on_cells_dropped(6)  # type: ignore[misc]
+    assert progress.total == 21
+    assert json.loads(out.getvalue().splitlines()[-1]) == {"event": "cells_dropped", "cells": 6, "total": 21}

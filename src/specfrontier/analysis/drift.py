@@ -1,0 +1,146 @@
+"""Drift: how much the machine's speed changed during a run, per level, and what that leaves of a win.
+
+Settings measured one after another cannot tell a faster setting from a machine that got faster while it
+ran. With `drift_control: interleave` the sweep measures repeat 1 of every setting, then repeat 2, ...
+(`runs.sweep`), so every setting sees every period of the run, and the change of a setting's aggregate
+tok/s from the start of the run to its end (its first repeat(s) against its last, `_change`) is the
+machine's drift over the run plus that setting's noise.
+The drift of a level is the median of those changes over the settings, its spread their lowest and
+highest; it is beyond the noise when every setting moved the same way by more than DRIFT_FLOOR.
+
+A difference between two settings smaller than the drift of its level is no win (`within_drift`): a
+machine that changed speed by that much during the run could have made it. The decisions
+(`analysis.decisions`) treat such a pair as a tie, so the cheaper setting is recommended, and say so.
+Runs measured setting after setting (`drift_control: off`, or a run stored before it existed) have no
+drift to report: None everywhere, and no difference is withdrawn for it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from specfrontier.analysis.summary import CellSummary, RunData
+
+DRIFT_FLOOR = 0.02
+"""A drift whose settings all moved the same way by more than 2% is reported as beyond the noise."""
+
+
+@dataclass(frozen=True, slots=True)
+class LevelDrift:
+    """The change of aggregate tok/s from the first repeat to the last at one level, over the settings."""
+
+    level: float
+    change: float
+    """Median over settings of (end / start - 1), `_change`: -0.2 = the machine got 20% slower."""
+    low: float
+    high: float
+    """The lowest and highest setting's change (its spread)."""
+    settings: int
+    """Settings with a first and a last repeat at this level."""
+    repeats: int
+    """Repeats compared (the first against the last of this many)."""
+
+    @property
+    def size(self) -> float:
+        """|change|: a difference between settings must exceed it to be a win."""
+        return abs(self.change)
+
+    @property
+    def beyond_noise(self) -> bool:
+        """Every setting moved the same way, each by more than DRIFT_FLOOR: the machine changed speed."""
+        return self.settings >= 2 and (self.low > DRIFT_FLOOR or self.high < -DRIFT_FLOOR)
+
+
+def interleaved(data: RunData) -> bool:
+    """Whether the run measured its settings repeat by repeat (stored with the run's environment)."""
+    return data.run.environment.get("drift_control") == "interleave"
+
+
+def _change(cell: CellSummary) -> float | None:
+    """The setting's end of the run against its start: the mean of its last n//2 repeats over the mean of
+    its first n//2 (2-3 repeats: the last over the first; 4: the last two over the first two), so one
+    disturbed repeat weighs less where there are more of them."""
+    values = [v for v in cell.repeat_tok_s if v is not None]
+    half = len(values) // 2
+    if half == 0:
+        return None
+    start, end = statistics.fmean(values[:half]), statistics.fmean(values[-half:])
+    return end / start - 1.0 if start > 0 else None
+
+
+def level_drifts(data: RunData) -> list[LevelDrift]:
+    """The drift at every level with two or more settings of two or more repeats (an interleaved run
+    only; one workload view: call it on `data.for_workload(w)` for a run of several)."""
+    if not interleaved(data):
+        return []
+    out = []
+    for level in data.concurrency_levels:
+        cells = [c for c in data.cells if c.level == level]
+        changes = [x for x in (_change(c) for c in cells) if x is not None]
+        if len(changes) < 2:
+            continue
+        repeats = min(c.repeats for c in cells)
+        out.append(LevelDrift(level, statistics.median(changes), min(changes), max(changes), len(changes), repeats))
+    return out
+
+
+def drift_at(data: RunData, level: float) -> LevelDrift | None:
+    """The drift at `level` (None: not measured, see `level_drifts`)."""
+    return next((d for d in level_drifts(data) if d.level == level), None)
+
+
+def within_drift(winner: float, loser: float, drift: LevelDrift | None) -> bool:
+    """A relative difference winner/loser - 1 no larger than the level's drift: not a win."""
+    if drift is None or loser <= 0:
+        return False
+    return abs(winner / loser - 1.0) <= drift.size
+
+
+def _halves(repeats: int) -> str:
+    half = repeats // 2
+    if half <= 1:
+        return f"repeat 1 vs {repeats}"
+    return f"repeats 1-{half} vs {repeats - half + 1}-{repeats}"
+
+
+def drift_line(data: RunData, d: LevelDrift) -> str:
+    """One line of the report: the drift at a level, its spread and whether it is beyond the noise."""
+    verdict = (
+        "BEYOND THE NOISE: the machine changed speed; differences below it are not wins"
+        if d.beyond_noise
+        else "within the noise"
+    )
+    return (
+        f"drift at {data.level_text(d.level)}: {d.change:+.1%} from the start to the end ({_halves(d.repeats)}) "
+        f"(settings {d.low:+.1%} .. {d.high:+.1%}, {d.settings} settings): {verdict}"
+    )
+
+
+def drift_lines(data: RunData) -> list[str]:
+    """The report's drift section: what the control is, what it cost, and the drift per level."""
+    if not interleaved(data):
+        return []
+    rounds = max((c.repeats for c in data.cells), default=0)
+    settings = len(data.measured_settings())
+    starts = [s.startup_s for s in data.settings if s.startup_s is not None]
+    start = f", server start ~{statistics.median(starts):.1f} s each plus first request and warmup" if starts else ""
+    lines = [
+        f"drift control: settings interleaved repeat by repeat; cost: {settings * max(rounds - 1, 0)} more server "
+        f"launch(es) than one per setting{start}; turn off with drift_control: off"
+    ]
+    drifts = level_drifts(data)
+    lines += [drift_line(data, d) for d in drifts] or ["drift: not measured (fewer than two repeats of two settings)"]
+    return lines
+
+
+__all__ = [
+    "DRIFT_FLOOR",
+    "LevelDrift",
+    "drift_at",
+    "drift_line",
+    "drift_lines",
+    "interleaved",
+    "level_drifts",
+    "within_drift",
+]
