@@ -349,7 +349,8 @@ async def test_a_relaunch_after_a_taken_port_says_why(
         return handed[-1]
 
     monkeypatch.setattr(sweep_module, "free_port", free_port_once_taken)
-    data = sim_config(tmp_path / "s.db", [{"name": "no-spec", "extra_args": ["--bind-delay", "1.5"]}])
+    settings = [{"name": "no-spec", "extra_args": ["--bind-delay", "1.5"]}]
+    data = sim_config(tmp_path / "s.db", settings, drift_control="off")  # one launch per setting: one relaunch
     shown = io.StringIO()
     try:
         sweep, run_id = open_sweep(parse_config(data), None, resume=None)

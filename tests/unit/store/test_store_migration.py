@@ -35,19 +35,30 @@ def _version(path: Path) -> int:
         return int(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
 
 
-LATER_KEYS = {"recommendations": ("environment", "measuring_only", "launched_command"), "settings": ("deploy_command",)}
-"""Keys the JSON report gained after the fixture's version (the deployable command, issue 30): derived from
-the stored launch command, not figures; left out of the comparison."""
+LATER_KEYS = {
+    "recommendations": ("environment", "measuring_only", "launched_command"),
+    "settings": ("deploy_command",),
+    "best_per_concurrency": ("drift_withdrawn",),
+}
+"""Keys of list rows the JSON report gained after the fixture's version (issue 30: the deployable command,
+derived from the stored launch command; whether a win was withdrawn for drift, False for a run without
+drift control): not figures; left out of the comparison."""
+
+LATER_FIELDS = ("drift_control", "drift")
+"""Fields of a run or workload the JSON report gained after the fixture's version (issue 30: how the run
+guarded against drift, 'off' and no drift for these runs); left out of the comparison."""
 
 
 def _as_of_fixture(report: Any) -> Any:
-    """The report without `LATER_KEYS`, wherever a recommendations or settings list appears."""
+    """The report without `LATER_FIELDS`, and without `LATER_KEYS` in the rows of the lists they name."""
     if isinstance(report, list):
         return [_as_of_fixture(item) for item in report]
     if not isinstance(report, dict):
         return report
     out = {}
     for key, value in report.items():
+        if key in LATER_FIELDS and value in ("off", []):  # what a run without drift control reports
+            continue
         if key in LATER_KEYS and isinstance(value, list):
             value = [{k: v for k, v in row.items() if k not in LATER_KEYS[key]} for row in value]
         out[key] = _as_of_fixture(value)
