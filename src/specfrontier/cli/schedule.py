@@ -103,6 +103,19 @@ def run_schedule(
     _print_schedule(schedule, data, console)
     model, draft = _paths(data)
     fmt = _format(engine)
+    if len(schedule.entries) == 1:  # one depth everywhere: the static setting, without the schedule's machinery
+        only = schedule.entries[0]
+        console.print(
+            f"  no schedule to write: {escape(only.setting)} (depth {only.depth}) is the best at every measured "
+            "batch size, and a schedule of one range only runs it through the engine's per-batch-size path; "
+            "launch the static setting:"
+        )
+        launch = _launch(data, fmt, None, only.setting)
+        setting = stored_setting(data, only.setting)
+        console.print(f"    {escape(fmt.static_command(setting, launch, model=model, draft_model=draft))}")
+        if launch is not None and launch.note():
+            console.print(f"    ({escape(launch.note())})")
+        return
     content = fmt.config(schedule, draft_model=draft or "<draft-model-path>")
     path = str(output) if output is not None else f"<{engine}-schedule-file>"
     launch = _launch(data, fmt, schedule)

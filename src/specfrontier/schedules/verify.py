@@ -41,6 +41,13 @@ class VerifySchedule:
             setting = schedule.template.with_schedule(ranges, SCHEDULE_SETTING)
         except (ConfigError, ValueError) as exc:
             return Done(f"{step.reason}; verify_schedule: no schedule to measure ({exc})")
+        if len(schedule.entries) == 1:  # the schedule would be a static setting already measured
+            only = schedule.entries[0]
+            return Done(
+                f"{step.reason}; verify_schedule: nothing to measure: {only.setting} (depth {only.depth}) is the "
+                "best at every level, and a one-range schedule is that static setting run through the engine's "
+                "per-batch-size path (never recommended instead of it)"
+            )
         shown = ", ".join(f"{e.batch_lo}-{e.batch_hi}: {e.depth}" for e in schedule.entries)
         return Proposal(setting, f"verify_schedule: the measured best depth per batch size ({shown}) as one setting")
 

@@ -36,6 +36,7 @@ def _run(tmp_path: Path, steps: tuple[int, ...] = (1, 2, 3, 4), extra: tuple[SGL
         concurrency=LEVELS,
         repeats=2,
         rounds_per_cell=1,
+        cell_duration_s=30,  # whole passes for 30 simulated seconds: a steady state at every level
         warmup_rounds=0,
         workload=WorkloadConfig(max_tokens=128, temperature=0.0, ignore_eos=True),
         store=tmp_path / "s.db",
@@ -230,3 +231,42 @@ def test_a_depth_separated_from_every_other_is_chosen_beyond_the_spread(tmp_path
     data = _chain_run(tmp_path, {"no-spec": [100, 101, 102], "steps2": [110, 111, 112], "steps4": [121, 122, 124]})
     (level,) = depth_schedule(data).levels
     assert (level.setting, level.depth, level.beyond_spread) == ("steps4", 4, True)
+
+
+ONE_DEPTH_WINS = {"no-spec": [100, 101, 102], "steps2": [110, 111, 112], "steps4": [121, 122, 124]}
+"""steps4 beyond the spread at the run's one level: the schedule would be one range of depth 4."""
+
+
+def test_a_schedule_of_one_range_is_not_written_and_the_static_setting_is_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from builders import run_cli
+
+    data = _chain_run(tmp_path, ONE_DEPTH_WINS)
+    out = tmp_path / "sched.json"
+    store = str(tmp_path / "ties.db")
+    code, printed, err = run_cli(
+        monkeypatch, capsys, "schedule", data.run.run_id, "--engine", "sglang", "-o", str(out), "--store", store
+    )
+    assert code == 0, err
+    assert "no schedule to write: steps4 (depth 4) is the best at every measured batch size" in printed
+    assert "python -m sglang.launch_server" in printed and "--speculative-adaptive" not in printed
+    assert not out.exists()
+
+
+def test_verify_schedule_measures_nothing_when_the_schedule_is_one_static_setting(tmp_path: Path) -> None:
+    from specfrontier.schedules.verify import VerifySchedule
+    from specfrontier.search.base import Done, Step
+    from specfrontier.search.observe import Observations
+
+    class Finished:
+        name = "grid"
+
+        def propose(self, obs: Observations, attempted: set[str]) -> Step:
+            return Done("grid: every listed setting measured")
+
+    data = _chain_run(tmp_path, ONE_DEPTH_WINS)
+    store = Store(tmp_path / "ties.db")
+    step = VerifySchedule(Finished(), store, data.run.run_id).propose(None, set())  # type: ignore[arg-type]
+    store.close()
+    assert isinstance(step, Done) and "nothing to measure: steps4 (depth 4) is the best at every level" in step.reason
