@@ -65,6 +65,41 @@ def record_ms(
     )
 
 
+def one_level_run(
+    path: Path,
+    engine: str,
+    settings: dict[str, dict[str, Any]],
+    aggs: dict[str, list[int]],
+    *,
+    config: dict[str, Any] | None = None,
+    environment: dict[str, Any] | None = None,
+    command: tuple[str, ...] = ("llama-server", "--alias"),
+) -> Any:
+    """A hand-made run at C=1 (its RunData): per setting (name -> params) and repeat, one request of `agg`
+    tokens from 0 to 1000 ms, i.e. exactly `agg` tok/s; each setting's stored launch is `command` + its name."""
+    from specfrontier.analysis import load_run  # analysis only for the tests that build runs
+
+    store = Store(path)
+    run_id = store.create_run(engine=engine, config=config or {}, environment=environment or {})
+    for pos, (name, params) in enumerate(settings.items()):
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=params, speculative=bool(params))
+        store.update_setting(run_id, name, status="ok", command=(*command, name), startup_s=0.4)
+        for rep, agg in enumerate(aggs.get(name, [])):
+            store.record_cell(
+                run_id,
+                setting_id=name,
+                workload="w",
+                concurrency=1,
+                repeat=rep,
+                requests=[record_ms(0, 100, 1000, agg)],
+                counters=None,
+                acceptance_source=None,
+            )
+    data = load_run(store, run_id)
+    store.close()
+    return data
+
+
 def closed_loop_ms(
     concurrency: int, rounds: int, length_ms: int, tokens: int, first_ms: int = 50
 ) -> list[RequestRecord]:

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-from builders import record_ms as _record
-from specfrontier.analysis import RunData, best_per_concurrency, load_run, recommend
+from builders import one_level_run
+from specfrontier.analysis import RunData, best_per_concurrency, recommend
 from specfrontier.analysis.drift import drift_at, drift_lines, level_drifts, within_drift
 from specfrontier.analysis.sequential import level_settled, open_levels
-from specfrontier.store import Store
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "baseline": {},
@@ -22,24 +21,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 def _run(tmp_path: Path, aggs: dict[str, list[int]], *, mode: str = "interleave", config: Any = None) -> RunData:
     """C=1 cells: one request of `agg` tokens in 1 s per repeat, i.e. exactly `agg` tok/s."""
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config=config or {}, environment={"drift_control": mode})
-    for pos, (name, params) in enumerate(SETTINGS.items()):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=params, speculative=bool(params))
-        store.update_setting(run_id, name, status="ok", command=("llama-server", "--alias", name), startup_s=0.4)
-        for rep, agg in enumerate(aggs.get(name, [])):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=1,
-                repeat=rep,
-                requests=[_record(0, 100, 1000, agg)],
-                counters=None,
-                acceptance_source=None,
-            )
-    data = load_run(store, run_id)
-    store.close()
+    environment = {"drift_control": mode}
+    data: RunData = one_level_run(tmp_path / "s.db", "llamacpp", SETTINGS, aggs, config=config, environment=environment)
     return data
 
 

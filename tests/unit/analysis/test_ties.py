@@ -6,10 +6,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from builders import record_ms as _record
-from specfrontier.analysis import RunData, best_per_concurrency, load_run, recommend
+from builders import one_level_run
+from specfrontier.analysis import RunData, best_per_concurrency, recommend
 from specfrontier.analysis.decisions import draft_length, recommended_per_concurrency
-from specfrontier.store import Store
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "baseline": {},
@@ -20,24 +19,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 def _run(tmp_path: Path, aggs: dict[str, list[int]]) -> RunData:
     """C=1 cells: one request of `agg` tokens from 0 to 1000 ms per repeat, i.e. exactly `agg` tok/s."""
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    for pos, (name, params) in enumerate(SETTINGS.items()):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=params, speculative=bool(params))
-        store.update_setting(run_id, name, status="ok", command=("llama-server", "--alias", name))
-        for rep, agg in enumerate(aggs.get(name, [])):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=1,
-                repeat=rep,
-                requests=[_record(0, 100, 1000, agg)],
-                counters=None,
-                acceptance_source=None,
-            )
-    data = load_run(store, run_id)
-    store.close()
+    data: RunData = one_level_run(tmp_path / "s.db", "llamacpp", SETTINGS, aggs)
     return data
 
 

@@ -191,28 +191,13 @@ def test_cli_writes_the_engine_file(
 
 def _chain_run(tmp_path: Path, aggs: dict[str, list[int]]) -> RunData:
     """A hand-made SGLang run at C=1: per repeat one request of `agg` tokens in one second (exactly `agg` tok/s)."""
-    from builders import record_ms
+    from builders import one_level_run
 
-    store = Store(tmp_path / "ties.db")
-    run_id = store.create_run(engine="sglang", config={}, environment={})
-    for pos, (name, reps) in enumerate(aggs.items()):
-        steps = int(name.removeprefix("steps")) if name != "no-spec" else None
-        params = {} if steps is None else {"algorithm": "EAGLE3", "num_steps": steps, "eagle_topk": 1}
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=params, speculative=bool(params))
-        store.update_setting(run_id, name, status="ok", command=("python", "-m", "sglang.launch_server"))
-        for rep, agg in enumerate(reps):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=1,
-                repeat=rep,
-                requests=[record_ms(0, 100, 1000, agg)],
-                counters=None,
-                acceptance_source=None,
-            )
-    data = load_run(store, run_id)
-    store.close()
+    chains = {
+        n: {} if n == "no-spec" else {"algorithm": "EAGLE3", "num_steps": int(n[5:]), "eagle_topk": 1} for n in aggs
+    }
+    launch = ("python", "-m", "sglang.launch_server", "--served-model-name")
+    data: RunData = one_level_run(tmp_path / "ties.db", "sglang", chains, aggs, command=launch)
     return data
 
 
