@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from builders import tagged_processes
 from specfrontier.analysis import load_run
 from specfrontier.analysis.drift import level_drifts
 from specfrontier.config.load import parse_config
@@ -25,15 +26,7 @@ TAG = f"SPECFRONTIER_DRIFT_TEST={uuid.uuid4().hex}"
 
 
 def _ours() -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if TAG.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
+    return tagged_processes(TAG, b"")  # any process carrying the tag: the servers and any worker the test started
 
 
 @pytest.fixture(autouse=True)
