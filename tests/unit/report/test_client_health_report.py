@@ -29,10 +29,16 @@ def _health(lag_ms: float) -> dict[str, object]:
     return ClientHealth.of([worker]).to_json()
 
 
-def _run(tmp_path: Path) -> tuple[Store, str]:
+def _run(
+    tmp_path: Path,
+    settings: tuple[tuple[str, int], ...] = (("baseline", 10), ("spec", 30)),
+    saturated: tuple[str, int] = ("spec", 64),
+) -> tuple[Store, str]:
+    """One cell per setting (name, tokens per request) at C = 1 and 64; the `saturated` (setting, C) cell's
+    client was saturated, every other one healthy."""
     store = Store(tmp_path / "s.db")
     run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
-    for pos, (name, tokens) in enumerate((("baseline", 10), ("spec", 30))):
+    for pos, (name, tokens) in enumerate(settings):
         store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
         store.update_setting(run_id, name, status="done", command=["srv", name])
         for c in (1, 64):
@@ -45,7 +51,7 @@ def _run(tmp_path: Path) -> tuple[Store, str]:
                 requests=_requests(tokens),
                 counters=None,
                 acceptance_source=None,
-                client_health=_health(40.0 if (name == "spec" and c == 64) else 0.3),
+                client_health=_health(40.0 if (name, c) == saturated else 0.3),
             )
     return store, run_id
 
@@ -104,23 +110,7 @@ def test_cells_without_recorded_health_are_not_flagged(tmp_path: Path) -> None:
 def test_a_flagged_baseline_warns_the_speed_up_quoted_against_it(tmp_path: Path) -> None:
     """Issue 30: the C = 1 baseline was client saturated, and the C = 1 win quoted against it ("1.26x") had no
     warning while the C = 2, 4 lines did. The baseline a speed-up is quoted against is evidence too."""
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
-    for pos, (name, tokens) in enumerate((("baseline", 10), ("ngram", 20), ("spec", 30))):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done", command=["srv", name])
-        for c in (1, 64):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=c,
-                repeat=0,
-                requests=_requests(tokens),
-                counters=None,
-                acceptance_source=None,
-                client_health=_health(40.0 if (name == "baseline" and c == 1) else 0.3),
-            )
+    store, run_id = _run(tmp_path, (("baseline", 10), ("ngram", 20), ("spec", 30)), saturated=("baseline", 1))
     (rec,) = recommend(load_run(store, run_id))
     assert rec.setting == "spec" and rec.concurrency == (1, 64)  # runner-up ngram: the baseline only as reference
     assert "3.00x the baseline" in rec.note and "WARNING: client saturated at baseline C=1" in rec.note
