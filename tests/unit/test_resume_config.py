@@ -68,3 +68,19 @@ def test_what_was_measured_may_not_change(overrides: dict[str, Any], named: str)
     assert message.startswith(f"--config with --resume R: {named}; ")
     assert message.endswith("fix: start a new run with this config (no --resume), or resume without -c")
     assert "\n" not in message
+
+
+def test_a_stored_config_with_workloads_reads_back_and_resumes_unchanged() -> None:
+    """The stored config is dumped whole (its default `workload` beside the `workloads`); reading it back,
+    as `--resume` and every command-line option do, must not refuse it as "both given"."""
+    workloads = [{"source": "synthetic-greedy", "prompts": 4}, {"source": "gsm8k", "prompts": 4, "sampling": "t0.6"}]
+    given = parse_config(_config(workloads=workloads))
+    stored = parse_config(given.model_dump(mode="json"))
+    assert [w.key for w in stored.workloads] == [w.key for w in given.workloads]
+    assert config_changes(stored, given, "--config", "R") == []
+
+
+def test_a_workload_of_its_own_beside_workloads_is_still_refused() -> None:
+    data = _config(workloads=[{"source": "synthetic-greedy", "prompts": 4}], workload={"max_tokens": 64})
+    with pytest.raises(ConfigError, match="workload and workloads: both given; fix: move the workload"):
+        parse_config(data)

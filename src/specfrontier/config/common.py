@@ -372,7 +372,9 @@ class TuneBase(_Strict):
 
     @model_validator(mode="after")
     def _workloads_consistent(self) -> TuneBase:
-        if self.workloads and "workload" in self.model_fields_set:
+        # A workload equal to the default says nothing: stored configs (dumped whole) carry it beside their
+        # `workloads`, and a resume or a command-line option re-reads them.
+        if self.workloads and "workload" in self.model_fields_set and self.workload != WorkloadConfig():
             raise ValueError("workload and workloads: both given; fix: move the workload into the workloads list")
         if self.load.mode == "open" and any(w.sessions for w in self.workloads):
             raise ValueError(
