@@ -88,8 +88,13 @@ MODE, PORT = sys.argv[1], int(sys.argv[2])
 async def models(request):
     return web.json_response({"data": [{"id": "stub"}]})
 
+SEEN = [0]
+
 async def completions(request):
     await request.read()
+    SEEN[0] += 1
+    if MODE == "half-fail" and SEEN[0] % 2 == 0:  # every other request: the context is exceeded
+        return web.json_response({"error": {"message": "prompt too long", "code": 400}}, status=400)
     resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     if MODE == "stall":  # 200, then nothing, for good
@@ -111,7 +116,7 @@ web.run_app(app, host="127.0.0.1", port=PORT, print=None, handle_signals=True)
 
 @pytest.fixture
 def stub_server(tmp_path: Path) -> Iterator[Any]:
-    """Start the stub OpenAI server in a mode ('stall' or 'no-usage'); stopped by process group."""
+    """Start the stub OpenAI server in a mode ('stall', 'no-usage' or 'half-fail'); stopped by process group."""
     started: list[subprocess.Popen[bytes]] = []
     script = tmp_path / "stub_server.py"
     script.write_text(_STUB)
@@ -384,4 +389,23 @@ def test_bench_on_streams_without_usage_counts_chunks_and_says_so(
     records = [r for c in cells for r in c.requests]
     assert records and all(r.ok and r.completion_tokens == 3 for r in records)
     assert "sends no `usage` in its streams" in done.stdout and "stream_options.include_usage" in done.stdout
+    matrix.rows(after=rows)
+
+
+def test_bench_where_half_the_requests_failed_is_no_evidence_and_exits_1(
+    tmp_path: Path, stub_server: Any, matrix: MatrixEntry
+) -> None:
+    """bench applies tune's evidence rule: cells stored and shown, none recommended, exit 1 with the line."""
+    url = stub_server("half-fail")
+    store = tmp_path / "b.db"
+    done = cli("bench", "--url", url, "--concurrency", "1", "--repeats", "1", "--store", str(store),
+               "--quiet", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    line = _one_line(done.stderr, "NO EVIDENCE:")
+    assert "all 1 stored cell(s)" in line and "requests failed (> 1%)" in line
+    again = shlex.split(line.split("then run ", 1)[1])
+    assert again[:4] == ["specfrontier", "bench", "--url", url]
+    rows = count_rows(store)
+    assert rows.cells == 1  # stored and shown, not hidden
+    assert "Evidence per cell" in done.stdout
     matrix.rows(after=rows)

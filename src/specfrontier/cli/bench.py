@@ -77,6 +77,20 @@ def run_bench(
         f"again with: {escape(report_command(run_id, options.store))}",
         soft_wrap=True,  # one line, so the command can be pasted whole
     )
+    reasons = [
+        f"{c.setting} {data.level_text(c.level)}: {'; '.join(why)}" for c in data.cells if (why := data.verdict(c))
+    ]
+    # The same evidence rule as tune (docs/reliability.md); a run cut short says INCOMPLETE below instead.
+    if failure is None and data.cells and len(reasons) == len(data.cells):
+        again = bench_again_command(data.run.config["bench"], options.store)
+        more = f"; and {len(reasons) - 2} more" if len(reasons) > 2 else ""
+        err.print(
+            f"[red]NO EVIDENCE: all {len(reasons)} stored cell(s) are left out by the evidence rule "
+            f"({escape('; '.join(reasons[:2]) + more)}); no setting is recommended; fix: remove the cause (see "
+            f"'Evidence per cell' above), then run {escape(again)}[/red]",
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)
     if failure is not None:
         err.print(
             f"[yellow]INCOMPLETE: {escape(str(failure).splitlines()[0])}; the cells above were measured before it; "
