@@ -117,10 +117,26 @@ def drift_line(data: RunData, d: LevelDrift) -> str:
     )
 
 
-def drift_lines(data: RunData) -> list[str]:
-    """The report's drift section: what the control is, what it cost, and the drift per level."""
-    if not interleaved(data):
+def _uncontrolled(data: RunData) -> list[str]:
+    """One line for a real run stored with `drift_control: off` (asked for, or `auto` on an engine whose
+    relaunch is not cheap) that compares settings: nothing there tells a faster setting from a machine that
+    got faster. Silent for the simulator (its speed does not drift), one setting, and runs stored before
+    drift control existed (they recorded no mode)."""
+    env = data.run.environment
+    if env.get("drift_control") != "off" or env.get("simulated") or len(data.measured_settings()) < 2:
         return []
+    return [
+        "drift: not controlled: each setting was measured on its own launch, one after another, so a machine "
+        "that changed speed between settings would show as a difference between them; to measure it, set "
+        "drift_control: interleave (one launch per setting and repeat)"
+    ]
+
+
+def drift_lines(data: RunData) -> list[str]:
+    """The report's drift section: what the control is, what it cost, and the drift per level; for a run
+    measured setting after setting, that its differences rest on a machine that kept its speed."""
+    if not interleaved(data):
+        return _uncontrolled(data)
     rounds = max((c.repeats for c in data.cells), default=0)
     settings = len(data.measured_settings())
     starts = [s.startup_s for s in data.settings if s.startup_s is not None]

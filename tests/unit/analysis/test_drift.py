@@ -48,7 +48,17 @@ def test_settings_moving_both_ways_are_drift_within_the_noise(tmp_path: Path) ->
 
 def test_a_run_measured_setting_after_setting_has_no_drift(tmp_path: Path) -> None:
     data = _run(tmp_path, {"baseline": [1000, 900, 800], "ngram-8": [1300, 1200, 1000]}, mode="off")
-    assert level_drifts(data) == [] and drift_at(data, 1) is None and drift_lines(data) == []
+    assert level_drifts(data) == [] and drift_at(data, 1) is None
+    (line,) = drift_lines(data)  # no figure, but the report says the differences were not checked for drift
+    assert line.startswith("drift: not controlled:") and "drift_control: interleave" in line
+
+
+def test_runs_without_a_recorded_mode_or_with_one_setting_say_nothing_of_drift(tmp_path: Path) -> None:
+    before = one_level_run(tmp_path / "a.db", "llamacpp", SETTINGS, {"baseline": [1000], "ngram-8": [1300]})
+    alone = one_level_run(
+        tmp_path / "b.db", "llamacpp", {"baseline": {}}, {"baseline": [1000]}, environment={"drift_control": "off"}
+    )
+    assert drift_lines(before) == [] and drift_lines(alone) == []
 
 
 def test_within_drift_compares_the_relative_difference_with_the_drift_size(tmp_path: Path) -> None:
