@@ -54,8 +54,8 @@ from specfrontier.errors import ConfigError
 from specfrontier.perfmodel import fit_model
 from specfrontier.perfmodel.plan import run_cells
 from specfrontier.perfmodel.types import ModelCell, SettingParams
+from specfrontier.runs.virtual_sweep import VirtualSweep
 from specfrontier.sim import SimProfile, load_profile
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64)

@@ -43,9 +43,9 @@ from specfrontier.config import WorkloadConfig
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
+from specfrontier.runs.virtual_sweep import VirtualSweep
 from specfrontier.search.observe import Observations, observe
 from specfrontier.sim.profile import SimProfile, parse_profile
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 from specfrontier.theory.tree_bound import max_verified_tokens
 

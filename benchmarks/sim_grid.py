@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specfrontier.engines.sim import seed_sim_config
+from specfrontier.runs.virtual_sweep import VirtualSweep
 from specfrontier.sim import load_profile, seed_protocol, simulate_repeat
 from specfrontier.sim.protocol import seed_named_setting
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 TARGET_S_PER_REPEAT = 10.0

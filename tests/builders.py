@@ -132,7 +132,7 @@ def back_to_back(one_round: list[RequestRecord], rounds: int = 6) -> list[Reques
 def run_virtual(config: Any, store_path: Path, profile: Any = None) -> tuple[Store, str]:
     """A simulated sweep of `config` run in virtual time into a new store (`profile`: another deployment
     than the config's, for variants built in a test); the store and the run id."""
-    from specfrontier.sim.runner import VirtualSweep  # the simulator only for the tests that use it
+    from specfrontier.runs.virtual_sweep import VirtualSweep  # the simulator only for the tests that use it
 
     sweep = VirtualSweep(config)
     if profile is not None:

@@ -343,7 +343,7 @@ async def test_a_relaunch_after_a_taken_port_says_why(
 ) -> None:
     import specfrontier.process.launch as server_module
     import specfrontier.runs.sweep as sweep_module
-    from specfrontier.report.progress import SweepProgress
+    from specfrontier.cli.progress import SweepProgress
 
     impostor = _Impostor()
     port = await impostor.start()

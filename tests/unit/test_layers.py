@@ -1,9 +1,20 @@
-"""The layout's two rules, checked on the source: no import cycle, and engine-specific names only where
-they belong (docs/architecture.md, "Layers" and "Adding an engine").
+"""The layout's rules, checked on the source: every import points down the layer rows that
+docs/architecture.md draws, there is no import cycle, and engine-specific names appear only where they
+belong (docs/architecture.md, "Layers" and "Adding an engine").
 
-Imports are read with `ast`, inside functions too (a lazy import still ties two modules together), but
-not under `if TYPE_CHECKING:` (annotations only). Importing a submodule counts as importing its parent
-packages, since Python runs their `__init__` first.
+The rows are read from the doc itself (the first indented block under "## Layers"), so the doc and this
+test cannot disagree: a row lists packages (`runs/`) or single modules (`config/load.py`, which then sit
+on their own row, apart from the rest of their package); a module belongs to the longest entry naming it.
+
+Imports are read with `ast`, module-level and inside functions alike: a lazy import only delays the
+dependency, so it must point down the rows too (with lazy imports counted, an upward one closes a cycle
+sooner or later). Imports under `if TYPE_CHECKING:` are not checked: they never run, so they add no
+import order and no cycle, and they are how a lower module names a higher one's type in an annotation
+(`config.common` names `engines.base.EngineSetting` for its fields) without depending on it; mypy checks
+them. For the cycle check, importing a submodule counts as importing its parent packages, since Python
+runs their `__init__` first; the row check looks at the module an import names, and a parent's `__init__`
+is checked as a module of its own (so `config/workloads.py` may import `workloads/sources.py`, a row below
+it, while the rest of `workloads/` sits above `config/`: `workloads/__init__` imports only `builtin`).
 """
 
 from __future__ import annotations
@@ -12,21 +23,27 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import specfrontier
 
 SRC = Path(specfrontier.__file__).parent
+DOC = SRC.parents[1] / "docs" / "architecture.md"
 
 
-def _modules() -> dict[str, Path]:
+def _modules(src: Path = SRC) -> dict[str, Path]:
     out = {}
-    for path in SRC.rglob("*.py"):
-        parts = ("specfrontier", *path.relative_to(SRC).with_suffix("").parts)
+    for path in src.rglob("*.py"):
+        parts = (src.name, *path.relative_to(src).with_suffix("").parts)
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
 
 
-def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+def _named_imports(path: Path) -> set[str]:
+    """Every absolute import the module makes at run time, at module level or inside a function, as
+    dotted names (`from a.b import c` gives `a.b.c`, whether `c` is a module or a name in `a.b`); not
+    those under `if TYPE_CHECKING:`."""
     found: set[str] = set()
 
     def visit(nodes: list[ast.stmt]) -> None:
@@ -39,14 +56,17 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
                     found.update(a.name for a in inner.names)
                 elif isinstance(inner, ast.ImportFrom) and inner.module and inner.level == 0:
                     found.update(f"{inner.module}.{a.name}" for a in inner.names)
-                    found.add(inner.module)
             if isinstance(node, ast.If):
                 visit(node.body)
                 visit(node.orelse)
 
     visit(ast.parse(path.read_text()).body)
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     deps = set()
-    for target in found:
+    for target in _named_imports(path):
         parts = target.split(".")
         for i in range(2, len(parts) + 1):
             candidate = ".".join(parts[:i])
@@ -54,6 +74,109 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if candidate in modules and not own_package:
                 deps.add(candidate)
     return deps
+
+
+def doc_rows(text: str) -> list[list[str]]:
+    """The layer rows of docs/architecture.md, top row first: the first indented block after "## Layers";
+    each line lists its entries (`runs/`, `config/load.py`) before any description; a line of dashes
+    only separates."""
+    lines = text.split("## Layers", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("    "))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("    ") and line.strip():
+            break
+        entries = []
+        for token in line.split():
+            if not re.fullmatch(r"[a-z_]+(/[a-z_]+)*(/|\.py)", token):
+                break
+            entries.append(token)
+        if entries:
+            rows.append(entries)
+    return rows
+
+
+def row_of(module: str, rows: list[list[str]]) -> tuple[int, str] | None:
+    """(row index counted from the top, entry) of the longest entry naming `module`, or None."""
+    path = "/".join(module.split(".")[1:])
+    best: tuple[int, str] | None = None
+    for index, entries in enumerate(rows):
+        for entry in entries:
+            names = path + "/" == entry or path.startswith(entry) if entry.endswith("/") else path + ".py" == entry
+            if names and (best is None or len(entry) > len(best[1])):
+                best = (index, entry)
+    return best
+
+
+def _deepest_module(target: str, modules: dict[str, Path]) -> str | None:
+    """The module an import names: `a.b.c` if that is a module, else the package `a.b` it comes from."""
+    parts = target.split(".")
+    return next((".".join(parts[:i]) for i in range(len(parts), 1, -1) if ".".join(parts[:i]) in modules), None)
+
+
+def row_violations(src: Path, rows: list[list[str]]) -> list[str]:
+    """Each import (lazy ones too) that does not point to a lower row, as `importer -> imported (why)`;
+    imports inside one entry are the entry's own business. A module no row names is a violation too."""
+    modules = _modules(src)
+    out = []
+    for name, path in sorted(modules.items()):
+        if name == src.name:
+            continue  # the top package's __init__: the version, nothing imported
+        own = row_of(name, rows)
+        if own is None:
+            out.append(f"{name}: on no row of the doc")
+            continue
+        named_modules = {_deepest_module(target, modules) for target in _named_imports(path)}
+        for named in sorted(n for n in named_modules if n is not None):
+            if (other := row_of(named, rows)) is None or other[1] == own[1]:
+                continue
+            if other[0] <= own[0]:
+                where = "sideways, on the same row" if other[0] == own[0] else "upward"
+                out.append(f"{name} -> {named} ({where}: {own[1]} on row {own[0]}, {other[1]} on row {other[0]})")
+    return out
+
+
+def test_every_import_points_down_the_rows() -> None:
+    rows = doc_rows(DOC.read_text())
+    assert ["cli/"] in rows and rows[-1] == ["errors.py"]  # the reader found the whole block
+    assert [entry for row in rows for entry in row if not (SRC / entry).exists()] == []  # no stale entry
+    assert row_violations(SRC, rows) == []
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / "pkg" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "pkg" / rel).write_text(text)
+    return root / "pkg"
+
+
+LAZY_UP = "def f() -> None:\n    if True:\n        from pkg.high.top import g\n"
+
+
+@pytest.mark.parametrize(
+    ("low", "want"),
+    [
+        (LAZY_UP, "pkg.low.mod -> pkg.high.top (upward: low/ on row 1, high/ on row 0)"),
+        ("from pkg.high import top\n", "pkg.low.mod -> pkg.high.top (upward: low/ on row 1, high/ on row 0)"),
+        ("import pkg.side\n", "pkg.low.mod -> pkg.side (sideways, on the same row: low/ on row 1, side.py on row 1)"),
+    ],
+)
+def test_rows_catch_an_upward_import_lazy_or_not(tmp_path: Path, low: str, want: str) -> None:
+    """The checker on a tiny package: an import from a lower row to a higher one, or to a neighbour on
+    the same row, is reported whether it runs at import or inside a function; the same import under
+    `TYPE_CHECKING` and the downward one are not."""
+    doc = "## Layers\n\n    high/   the top\n    ----\n    low/  side.py  below it\n\nprose\n"
+    files = {"__init__.py": "", "high/__init__.py": "", "high/top.py": "from pkg.low.mod import x\n"}
+    files |= {"low/__init__.py": "", "low/mod.py": low + "x = 1\n", "side.py": ""}
+    files |= {"low/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high.top import g\n"}
+    rows = doc_rows(doc)
+    assert rows == [["high/"], ["low/", "side.py"]]
+    assert row_violations(_package(tmp_path, files), rows) == [want]
+
+
+def test_rows_name_every_module(tmp_path: Path) -> None:
+    files = {"__init__.py": "", "high/__init__.py": "", "stray.py": ""}
+    assert row_violations(_package(tmp_path, files), [["high/"]]) == ["pkg.stray: on no row of the doc"]
 
 
 def test_no_import_cycle() -> None:
@@ -86,8 +209,8 @@ ENGINE_SPECIFIC = re.compile(
     r"\"(llamacpp|sglang|sim|vllm|llama\.cpp)\"|\b(SGLangSetting|LlamaCppSetting|SimEngine|SGLangEngine|"
     r"LlamaCppEngine|SimTuneConfig|SGLangTuneConfig|LlamaCppTuneConfig|LlamaCppAdapter|SGLangAdapter|SimAdapter)\b"
 )
-ALLOWED = ("engines/", "sim/")
-"""Each engine's own code: its module in engines/, and the simulator's package."""
+ALLOWED = ("engines/", "sim/", "runs/virtual_sweep.py")
+"""Each engine's own code: its module in engines/, the simulator's package and its runner."""
 
 
 def test_engine_names_and_types_only_in_engine_code() -> None:

@@ -17,7 +17,7 @@ from specfrontier.engines.sim import SimEngine, SimTuneConfig, seed_sim_config
 from specfrontier.errors import ConfigError
 from specfrontier.report import report_json, report_markdown
 from specfrontier.report.compare import comparison_summary
-from specfrontier.sim.runner import VirtualSweep, sglang_command
+from specfrontier.runs.virtual_sweep import VirtualSweep, sglang_command
 from specfrontier.store import Store
 
 
@@ -220,7 +220,8 @@ def test_cells_simulated_in_worker_processes_equal_those_simulated_in_process(
     """A virtual cell is a pure function of its setting, level and repeat: workers change nothing stored."""
     import contextlib
 
-    from specfrontier.sim import cells, runner
+    from specfrontier.runs import virtual_sweep as runner
+    from specfrontier.sim import cells
 
     stored = []
     for name, workers in (("pool.db", cells.cell_workers), ("alone.db", lambda: contextlib.nullcontext(None))):

@@ -100,7 +100,7 @@ def _open_existing(path: Path, *, read_only: bool = False) -> Store:
 
 def _events(quiet: bool) -> SweepEvents:
     """Plain progress lines (bench, and anything without a cell plan); nothing when quiet."""
-    from specfrontier.report.progress import SweepProgress  # the sweep machinery: only commands that run one
+    from specfrontier.cli.progress import SweepProgress  # the sweep machinery: only commands that run one
 
     return SweepProgress(console, "quiet" if quiet else "lines", 0).events()
 

@@ -29,8 +29,8 @@ if TYPE_CHECKING:  # annotations only: each command imports what it runs when it
     import asyncio
 
     from specfrontier.analysis import RunData
+    from specfrontier.cli.progress import SweepProgress
     from specfrontier.config import TuneConfig
-    from specfrontier.report.progress import SweepProgress
     from specfrontier.runs.sweep import Runner, RunOutcome, SweepEvents
     from specfrontier.search.planner import SearchPlanner
 
@@ -100,7 +100,7 @@ def print_search_trace(planner: SearchPlanner | None, console: Console) -> None:
 
 def _progress(quiet: bool, events: str | None, config: TuneConfig, store: Store, run_id: str) -> SweepProgress:
     """The live view / lines / JSON lines of a tune, with its cell plan (for the ETA)."""
-    from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
+    from specfrontier.cli.progress import SweepProgress, planned_cells, progress_mode
 
     mode = progress_mode(quiet, events, console)
     levels = len(config.load.rates) if config.load.mode == "open" else len(config.concurrency)

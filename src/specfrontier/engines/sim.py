@@ -2,7 +2,7 @@
 
 Its settings are SGLang's (`SGLangSetting`): the simulator follows SGLang's rules. Two faces:
 - `virtual` (the default): the in-process discrete-event model answers every cell in virtual time
-  (`sim.runner.VirtualSweep`, the runner of this engine);
+  (`runs.virtual_sweep.VirtualSweep`, the runner of this engine);
 - `http`: a server process that speaks SGLang's interface (`python -m specfrontier.sim.serve`), launched
   and measured by the same server sweep as a real engine; its adapter is SGLang's, overriding only what
   differs: how it is launched, its version, that it is simulated and its time scale.
@@ -142,7 +142,7 @@ register(
         adapter=SimAdapter,
         default_settings=default_settings,
         default_config=seed_sim_config,
-        runner="specfrontier.sim.runner:runner",
+        runner="specfrontier.runs.virtual_sweep:runner",
         companion=production_companion,
         detectable=False,  # its face answers like SGLang; `bench --url` calls it that
     )

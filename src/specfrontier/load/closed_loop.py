@@ -89,4 +89,10 @@ async def run_closed_loop(
     return [records[i] for i in range(next_index)]
 
 
-__all__ = ["check_pool", "more_to_send", "run_closed_loop"]
+def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
+    """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
+    passes = -(-rounds * concurrency // prompts)
+    return passes * prompts
+
+
+__all__ = ["check_pool", "more_to_send", "requests_per_cell", "run_closed_loop"]

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from specfrontier.errors import EngineResponseError
 from specfrontier.load import StreamingClient
 from specfrontier.load.client import CONNECTION_ERROR_PREFIX
+from specfrontier.load.closed_loop import requests_per_cell
 from specfrontier.load.health import ClientHealth
 from specfrontier.load.sessions import run_sessions
 from specfrontier.load.workers import (
@@ -29,14 +30,17 @@ from specfrontier.load.workers import (
     resolve_open_workers,
     resolve_workers,
 )
+from specfrontier.metrics.counters import (
+    PER_REQUEST_EXACT_SOURCE,
+    PER_REQUEST_SOURCE,
+    per_request_counters,
+    window_counters,
+)
 from specfrontier.metrics.digest import try_digest
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.store import Store
 from specfrontier.workloads.resolve import ResolvedWorkload
-
-PER_REQUEST_SOURCE = "per-request timings (sum over the window's requests; no verify-step count)"
-PER_REQUEST_EXACT_SOURCE = "per-request meta_info (sum of correct drafts and verify steps over the window's requests)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,39 +251,6 @@ def to_server_time(records: list[RequestRecord], time_scale: float) -> list[Requ
         )
         for r in records
     ]
-
-
-def requests_per_cell(rounds: int, concurrency: int, prompts: int) -> int:
-    """At least rounds x concurrency requests, rounded up to whole passes over the prompt set."""
-    passes = -(-rounds * concurrency // prompts)
-    return passes * prompts
-
-
-def window_counters(
-    before: SpecCounters | None,
-    after: SpecCounters | None,
-    records: list[RequestRecord],
-    counters_source: str,
-) -> tuple[SpecCounters | None, str | None]:
-    """Acceptance for exactly this window: the server's counter diff, else the per-request sums."""
-    if before is not None and after is not None:
-        return after.minus(before), counters_source
-    counters = per_request_counters(records)
-    if counters is None:
-        return None, None
-    return counters, PER_REQUEST_SOURCE if counters.verify_steps == 0 else PER_REQUEST_EXACT_SOURCE
-
-
-def per_request_counters(records: Sequence[RequestRecord]) -> SpecCounters | None:
-    """The window's speculative counts summed over its successful requests' own stats (None: none had any).
-
-    Verify steps count only when every request reports them: a partial sum would bias the acceptance
-    length, so it is 0 (unknown) then."""
-    stats = [r.spec for r in records if r.ok and r.spec is not None]
-    if not stats:
-        return None
-    verify = 0 if any(s.verify_steps is None for s in stats) else sum(s.verify_steps or 0 for s in stats)
-    return SpecCounters(sum(s.draft_tokens for s in stats), sum(s.accepted_tokens for s in stats), verify)
 
 
 __all__ = [

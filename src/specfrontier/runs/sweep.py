@@ -562,7 +562,7 @@ def register_settings(store: Store, run_id: str, settings: Sequence[EngineSettin
 
 class Runner(Protocol):
     """What `tune` drives: the server sweep (`Sweep`) or an engine's own runner (the simulator's virtual
-    time, `sim.runner.VirtualSweep`), picked by the engine's registration (`EngineSpec.runner`)."""
+    time, `runs.virtual_sweep.VirtualSweep`), picked by the engine's registration (`EngineSpec.runner`)."""
 
     events: SweepEvents
 

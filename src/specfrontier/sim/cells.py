@@ -22,9 +22,9 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from specfrontier.metrics.counters import per_request_counters
 from specfrontier.metrics.digest import CellDigest, digest_requests
 from specfrontier.records import SpecCounters
-from specfrontier.runs.cell import per_request_counters
 from specfrontier.sim.profile import SimProfile
 from specfrontier.sim.protocol import CellProtocol, simulate_repeat
 from specfrontier.sim.setting import SimSetting

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimTuneConfig, seed_sim_config
+from specfrontier.load.closed_loop import requests_per_cell
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord
-from specfrontier.runs.cell import requests_per_cell
 from specfrontier.sim.profile import SimProfile
 from specfrontier.sim.setting import SimSetting
 from specfrontier.sim.virtual import simulate_cell

@@ -21,7 +21,7 @@ from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.runs.sweep import register_settings
-from specfrontier.sim.runner import VirtualSweep
+from specfrontier.runs.virtual_sweep import VirtualSweep
 from specfrontier.store import Store
 
 MS = 1_000_000

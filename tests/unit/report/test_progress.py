@@ -10,11 +10,11 @@ import pytest
 from rich.console import Console
 
 from builders import record_ms
+from specfrontier.cli.progress import SweepProgress, planned_cells, progress_mode
 from specfrontier.config.load import parse_config
 from specfrontier.engines import Capacity
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import SpecCounters
-from specfrontier.report.progress import SweepProgress, planned_cells, progress_mode
 from specfrontier.runs.cell import CellDone
 from specfrontier.store import Store
 

@@ -14,8 +14,8 @@ from specfrontier.config.search import SearchConfig
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
+from specfrontier.runs.virtual_sweep import VirtualSweep
 from specfrontier.search.observe import observe
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from specfrontier.analysis.summary import RunData, load_run
 from specfrontier.engines.sim import seed_sim_config
+from specfrontier.runs.virtual_sweep import VirtualSweep
 from specfrontier.sim import CalibrationTable, load_profile, parse_measurements, predict_table
-from specfrontier.sim.runner import VirtualSweep
 from specfrontier.store import Store
 
 SEED_FRONTIER = {
