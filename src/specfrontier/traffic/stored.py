@@ -1,0 +1,36 @@
+"""The traffic answer for a stored run: the store's cells, their mean output lengths and the model, read
+once (the entry point of `recommend` and of the report's traffic section)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from specfrontier.metrics.slo import Slo
+from specfrontier.store import Store
+from specfrontier.traffic.figures import Predictor
+from specfrontier.traffic.profile import read_profile
+from specfrontier.traffic.recommend import Peak, TrafficAnswer, fit_predictor, recommend_for
+
+
+def traffic_answer(
+    store: Store, run_id: str, profile_path: Path, slos: Sequence[Slo] = (), peak: Peak | None = None
+) -> TrafficAnswer:
+    """Read the profile first (a bad file fails before the run is read), then weigh the run's cells."""
+    from specfrontier.analysis import load_run
+    from specfrontier.perfmodel.cells import output_tokens_by_cell
+
+    profile = read_profile(profile_path)
+    data = load_run(store, run_id, slos)
+    output_tokens = output_tokens_by_cell(store.cells(run_id))
+
+    def predictor() -> tuple[Predictor | None, str]:
+        from specfrontier.perfmodel.plan import run_cells
+
+        cells = run_cells(store, run_id)
+        return fit_predictor(data, cells.cells, cells.rho)
+
+    return recommend_for(data, profile, slos, output_tokens, predictor, peak)
+
+
+__all__ = ["traffic_answer"]
