@@ -37,12 +37,38 @@ def _figures(f: DayFigures, answer: TrafficAnswer) -> str:
     return ", ".join(parts)
 
 
+def _within_model_error(f: DayFigures, best: DayFigures) -> bool:
+    """Either rests partly on predictions and their model-error bands overlap."""
+    (lo, hi), (blo, bhi) = f.aggregate_band, best.aggregate_band
+    return bool(f.predicted_share or best.predicted_share) and lo <= bhi and blo <= hi
+
+
 def _versus(f: DayFigures, best: DayFigures, answer: TrafficAnswer) -> str:
     diff = f.objective - best.objective
     rel = diff / best.objective if best.objective else 0.0
-    (lo, hi), (blo, bhi) = f.aggregate_band, best.aggregate_band
-    within = (f.predicted_share or best.predicted_share) and lo <= bhi and blo <= hi
-    return f"{diff:+.1f} {answer.objective_name} ({100 * rel:+.1f}%)" + (", within the model error" if within else "")
+    within = ", within the model error" if _within_model_error(f, best) else ""
+    return f"{diff:+.1f} {answer.objective_name} ({100 * rel:+.1f}%){within}"
+
+
+def answer_line(answer: TrafficAnswer) -> str:
+    """What to deploy: the schedule only when it beats the best static setting beyond the model error."""
+    best = answer.best
+    sched = answer.schedule.figures
+    if sched is not None and sched.objective > best.objective and answer.schedule.over_capacity > 0:
+        return (
+            f"answer: deploy {best.name} (static); the schedule's gain ({_versus(sched, best, answer)}) rests on "
+            f"{100 * answer.schedule.over_capacity:.1f}% of the time above the capacity it runs with, where no "
+            "cell measured it: measure it first (tune with verify_schedule: true, docs/schedules.md)"
+        )
+    if sched is not None and sched.objective > best.objective and not _within_model_error(sched, best):
+        return (
+            f"answer: deploy the per-batch-size schedule ({answer.schedule.ranges}), "
+            f"{_versus(sched, best, answer)} over {best.name}; without a schedule, {best.name}"
+        )
+    why = ""
+    if sched is not None:
+        why = f"; the schedule gains {_versus(sched, best, answer)}, not worth its machinery"
+    return f"answer: deploy {best.name} (static){why}"
 
 
 def _profile_line(answer: TrafficAnswer) -> str:
@@ -72,6 +98,7 @@ def traffic_lines(answer: TrafficAnswer) -> list[str]:
         )
     else:
         out.append(sched.note + (f" ({sched.ranges})" if sched.ranges else ""))
+    out.append(answer_line(answer))
     for f in answer.settings[1:]:
         out.append(f"other choice {f.name}: {_figures(f, answer)}; loss vs {best.name}: {_versus(f, best, answer)}")
     out.append("aggregate tok/s per load (M measured, P predicted +/- its model error):")
@@ -105,4 +132,47 @@ def traffic_lines(answer: TrafficAnswer) -> list[str]:
     return out
 
 
-__all__ = ["DEFINITIONS", "traffic_lines"]
+def traffic_text(answer: TrafficAnswer, *, markdown: bool = False) -> str:
+    """The answer as a block appended to a text report (a Markdown section with `markdown`)."""
+    lines = traffic_lines(answer)
+    if markdown:
+        return "\n## Traffic profile\n\n" + lines[0] + "\n\n" + "".join(f"- {line}\n" for line in lines[1:])
+    return "\n" + lines[0] + "\n" + "".join(f"  {line}\n" for line in lines[1:])
+
+
+def profile_plot(answer: TrafficAnswer) -> str:
+    """The profile: share of time per load level (bars)."""
+    from specfrontier.report.plots import HEIGHT_IN, new_figure, svg_of
+
+    fig, ax = new_figure(HEIGHT_IN * 0.8)
+    levels = [f"{level:g}" for level, _ in answer.profile.shares]
+    ax.bar(levels, [100 * share for _, share in answer.profile.shares], color="#4c72b0")
+    ax.set_xlabel(
+        "concurrency C (running requests)" if answer.profile.kind == "concurrency" else "request rate (req/s)"
+    )
+    ax.set_ylabel("share of time (%)")
+    return svg_of(fig)
+
+
+def gain_plot(answer: TrafficAnswer) -> str:
+    """Each setting's (and the schedule's) day-weighted objective relative to the best static setting, with
+    the model-error band where predictions enter (hatched bars: part of the weight rests on predictions)."""
+    from specfrontier.report.plots import HEIGHT_IN, new_figure, svg_of
+
+    best = answer.best
+    rows = list(answer.settings) + ([answer.schedule.figures] if answer.schedule.figures is not None else [])
+    fig, ax = new_figure(HEIGHT_IN * 0.8)
+    for i, f in enumerate(rows):
+        rel = 100 * (f.objective / best.objective - 1) if best.objective else 0.0
+        ax.barh(i, rel, color="#55a868" if rel >= 0 else "#c44e52", hatch="//" if f.predicted_share else None)
+        if f.predicted_share and f.aggregate_tok_s > 0:
+            lo, hi = f.aggregate_band
+            half = 100 * (hi - lo) / 2 / f.aggregate_tok_s
+            ax.errorbar(rel, i, xerr=half, color="black", capsize=3)
+    ax.set_yticks(range(len(rows)), [f.name for f in rows])
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel(f"day-weighted {answer.objective_name} vs {best.name} (%)")
+    return svg_of(fig)
+
+
+__all__ = ["DEFINITIONS", "answer_line", "gain_plot", "profile_plot", "traffic_lines", "traffic_text"]

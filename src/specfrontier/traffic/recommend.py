@@ -77,6 +77,9 @@ class ScheduleAnswer:
     """'batch 1-3: depth 4 (s4), batch 4-64: depth 3 (s3)'."""
     note: str
     """Why there is none, or what it rests on."""
+    over_capacity: float = 0.0
+    """Share of the time at C above the capacity the schedule runs with (the deepest setting's): its figures
+    there are the static cells of a setting whose capacity it does not have, so they say nothing about it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +154,10 @@ def _schedule(data: RunData, source: LevelSource, shares: dict[int, float]) -> S
         if verified
         else "predicted from the static cells: the engine switches depth per batch; not measured as one setting"
     )
-    if capacity is not None and any(c > capacity for c in shares):
+    over = sum(share for c, share in shares.items() if capacity is not None and c > capacity)
+    if over > 0:
         note += f"; it runs with {schedule.deepest_setting}'s capacity ({capacity} requests), below the profile's top"
-    return ScheduleAnswer(figures, ranges, note)
+    return ScheduleAnswer(figures, ranges, note, over)
 
 
 def _replicas(

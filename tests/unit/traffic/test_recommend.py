@@ -198,3 +198,20 @@ def test_cli_recommend_prints_the_definitions(
     assert code == 0, err
     assert "best static setting: s4" in out
     assert "per-user tok/s = per request" in out and "aggregate tok/s = output tokens per second of one server" in out
+
+
+def test_report_with_traffic_adds_the_section_and_its_plots(seed_run: tuple[Path, str], tmp_path: Path) -> None:
+    path, run_id = seed_run
+    profile = _profile(tmp_path, DAY)
+    page = tmp_path / "r.html"
+    base = [*CLI, "report", run_id, "--store", str(path), "--traffic", str(profile)]
+    done = subprocess.run([*base, "-f", "html", "-o", str(page)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert '<section id="traffic">' in html and '<a href="#traffic">Traffic</a>' in html
+    assert 'data-plot="traffic-profile"' in html and 'data-plot="traffic-gain"' in html
+    assert "best static setting: s4" in html
+    md = subprocess.run([*base, "-f", "markdown"], capture_output=True, text=True, check=False)
+    assert md.returncode == 0 and "\n## Traffic profile\n" in md.stdout and "- answer: deploy " in md.stdout
+    refused = subprocess.run([*base, "-f", "json"], capture_output=True, text=True, check=False)
+    assert refused.returncode == 2 and "--traffic with --format json" in refused.stderr
