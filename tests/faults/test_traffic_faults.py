@@ -94,8 +94,8 @@ def test_levels_beyond_the_run_with_no_model(run: tuple[Path, str], tmp_path: Pa
     path = tmp_path / "busy.yaml"
     path.write_text("concurrency: {4: 0.5, 64: 0.5}\n")
     line = _one_line(_recommend(run, path))
-    assert "C = 64 (50.0% of the time) is beyond the levels" in line
-    assert "measured at (1-16) and no model predicts outside them" in line
+    assert "C = 64 (50.0% of the time) is beyond the run's measured levels (1-16)" in line
+    assert "beyond the run's measured levels (1-16) and no model predicts outside them" in line
     assert "fix: measure up to C = 64" in line
 
 

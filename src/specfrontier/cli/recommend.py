@@ -24,6 +24,9 @@ def recommend(
     traffic: Annotated[Path, typer.Option("--traffic", help=TRAFFIC_HELP)],
     slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
     peak: Annotated[str | None, typer.Option("--peak", help=PEAK_HELP)] = None,
+    workload: Annotated[
+        str | None, typer.Option("--workload", help="A run of several workloads: the one the profile's traffic is.")
+    ] = None,
     store: StoreOption = Path("specfrontier.db"),
 ) -> None:
     """The best static setting for a day of traffic, the schedule's gain over it, and replicas for a peak."""
@@ -33,7 +36,7 @@ def recommend(
 
     slos = parse_slo(slo)
     demand = parse_peak(peak)
-    answer = traffic_answer(_open_existing(store, read_only=True), run_id, traffic, slos, demand)
+    answer = traffic_answer(_open_existing(store, read_only=True), run_id, traffic, slos, demand, workload)
     lines = traffic_lines(answer)
     console.print(f"[bold]{escape(lines[0])}[/bold]")
     for line in lines[1:]:

@@ -101,6 +101,8 @@ def traffic_lines(answer: TrafficAnswer) -> list[str]:
     out.append(answer_line(answer))
     for f in answer.settings[1:]:
         out.append(f"other choice {f.name}: {_figures(f, answer)}; loss vs {best.name}: {_versus(f, best, answer)}")
+    for line in answer.left_out:
+        out.append(f"left out: {line}")
     out.append("aggregate tok/s per load (M measured, P predicted +/- its model error):")
     by_level: dict[int, list[str]] = {}
     for f in answer.settings:

@@ -95,6 +95,8 @@ class TrafficAnswer:
     model: str | None
     """The model's description when any figure is predicted."""
     simulated: bool
+    left_out: tuple[str, ...] = ()
+    """Settings without figures for part of the profile (no evidence there, or a rate they cannot serve)."""
 
     @property
     def best(self) -> DayFigures:
@@ -202,12 +204,23 @@ def recommend_for(
         raise ConfigError(f"run = {data.run.run_id!r}: no cell is evidence; fix: recommend from a complete run")
     source = LevelSource(evidence, slos, predictor)
     curves = {n: request_rate_curve(evidence, n, output_tokens) for n in names}
+    if profile.kind == "concurrency":
+        _within_the_run(evidence, profile)
     figures = []
+    left_out = []
     for name in names:
-        if profile.kind == "rate":
-            figures.append(day_figures(source, name, rate_to_concurrency(profile, curves[name], name), rate=True))
-        else:
-            figures.append(day_figures(source, name, profile.level_shares()))
+        try:
+            if profile.kind == "rate":
+                shares = rate_to_concurrency(profile, curves[name], name)
+                figures.append(day_figures(source, name, shares, rate=True))
+            else:
+                figures.append(day_figures(source, name, profile.level_shares()))
+        except ConfigError as exc:
+            if len(names) == 1:
+                raise
+            left_out.append(str(exc).removeprefix("--traffic: ").split("; fix:")[0])
+    if not figures:
+        raise ConfigError(f"--traffic: no setting has figures for the whole profile ({left_out[0]}); fix: measure it")
     ranked = tuple(sorted(figures, key=lambda f: -f.objective))
     if profile.kind == "rate":
         schedule = ScheduleAnswer(None, "", "no schedule: a rate profile runs each setting at its own concurrency")
@@ -225,7 +238,20 @@ def recommend_for(
         peak,
         model.describe if model is not None else None,
         bool(data.run.environment.get("simulated")),
+        tuple(left_out),
     )
+
+
+def _within_the_run(data: RunData, profile: Profile) -> None:
+    """Every busy level inside the run's measured range (a level of no setting is refused for all)."""
+    measured = sorted({int(c) for c in data.concurrency_levels})
+    for c, share in profile.level_shares().items():
+        if c > 0 and not measured[0] <= c <= measured[-1]:
+            raise ConfigError(
+                f"--traffic: C = {c} ({100 * share:.1f}% of the time) is beyond the run's measured levels "
+                f"({measured[0]}-{measured[-1]}) and no model predicts outside them; fix: measure up to C = {c} "
+                f"(tune/bench --concurrency), or cap the profile at C = {measured[-1]}"
+            )
 
 
 __all__ = ["Peak", "Replicas", "ScheduleAnswer", "TrafficAnswer", "fit_predictor", "parse_peak", "recommend_for"]

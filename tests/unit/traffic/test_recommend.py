@@ -215,3 +215,23 @@ def test_report_with_traffic_adds_the_section_and_its_plots(seed_run: tuple[Path
     assert md.returncode == 0 and "\n## Traffic profile\n" in md.stdout and "- answer: deploy " in md.stdout
     refused = subprocess.run([*base, "-f", "json"], capture_output=True, text=True, check=False)
     assert refused.returncode == 2 and "--traffic with --format json" in refused.stderr
+
+
+def test_a_rate_a_setting_cannot_serve_leaves_it_out_and_says_why(seed_run: tuple[Path, str], tmp_path: Path) -> None:
+    """The simulated spec settings cap their running requests (capacity 15-17), the baseline does not: a
+    rate between their most and the baseline's most leaves them out, named, and answers with the baseline."""
+    from specfrontier.perfmodel.cells import output_tokens_by_cell
+    from specfrontier.traffic.figures import request_rate_curve
+
+    path, run_id = seed_run
+    store = Store(path, read_only=True)
+    data = load_run(store, run_id).complete_evidence()
+    tokens = output_tokens_by_cell(store.cells(run_id))
+    top = {n: max(x for _, x in request_rate_curve(data, n, tokens)) for n in ("no-spec", "s3", "s4")}
+    assert top["no-spec"] > max(top["s3"], top["s4"])
+    rate = (top["no-spec"] + max(top["s3"], top["s4"])) / 2
+    profile = tmp_path / "busy.csv"
+    profile.write_text(f"rate_req_s,share\n1,0.5\n{rate},0.5\n")
+    answer = traffic_answer(store, run_id, profile)
+    assert [f.name for f in answer.settings] == ["no-spec"]
+    assert len(answer.left_out) == 2 and all("is beyond what s" in line for line in answer.left_out)
