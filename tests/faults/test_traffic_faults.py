@@ -32,13 +32,13 @@ def _recommend(run: tuple[Path, str], profile: Path, *more: str) -> subprocess.C
     return cli("recommend", run_id, "--traffic", str(profile), "--store", str(store), *more, cwd=profile.parent)
 
 
-def _one_line(done: subprocess.CompletedProcess[str]) -> str:
+def _one_line(done: subprocess.CompletedProcess[str], option: str = "--") -> str:
     assert "Traceback" not in done.stderr, done.stderr[:2000]
     assert done.returncode == 2, done.stderr[:2000]
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr[:2000]
-    assert lines[0].startswith("ConfigError: --"), lines[0]
+    assert lines[0].startswith(f"ConfigError: {option}"), lines[0]
     assert "fix: " in lines[0]
     return lines[0]
 
@@ -104,3 +104,47 @@ def test_a_bad_peak(run: tuple[Path, str], tmp_path: Path) -> None:
     path.write_text("concurrency: {1: 1}\n")
     line = _one_line(_recommend(run, path, "--peak", "64"))
     assert line.startswith("ConfigError: --peak = '64'") and "fix: e.g. --peak 64users or --peak 12rps" in line
+
+
+def test_a_run_of_several_workloads_needs_the_one_the_profile_is(tmp_path: Path) -> None:
+    """A hand-made run at C = 1 with two workloads: without --workload one line names them and the command;
+    with it the answer weighs that workload's cells only."""
+    from builders import record_ms
+    from specfrontier.store import Store
+
+    store = Store(tmp_path / "s.db")
+    run_id = store.create_run(engine="sim", config={}, environment={})
+    store.add_setting(run_id, setting_id="no-spec", position=0, name="no-spec", params={}, speculative=False)
+    store.update_setting(run_id, "no-spec", status="ok", command=("server",), startup_s=0.4)
+    for workload, tokens in (("chat", 50), ("code", 80)):
+        store.record_cell(
+            run_id,
+            setting_id="no-spec",
+            workload=workload,
+            concurrency=1,
+            repeat=0,
+            requests=[record_ms(0, 100, 1000, tokens)],
+            counters=None,
+            acceptance_source=None,
+        )
+    store.close()
+    profile = tmp_path / "one.yaml"
+    profile.write_text("concurrency: {1: 1}\n")
+    line = _one_line(_recommend((tmp_path / "s.db", run_id), profile))
+    assert "--workload: run" in line and "measured workloads chat, code" in line and "--workload chat`" in line
+    done = _recommend((tmp_path / "s.db", run_id), profile, "--workload", "code")
+    assert done.returncode == 0, done.stderr
+    assert "best static setting: no-spec: 80.0 aggregate tok/s" in done.stdout
+
+
+def test_an_imported_run_has_no_requests_to_weigh(tmp_path: Path) -> None:
+    from specfrontier.runs.imported import load_table, store_table
+    from specfrontier.store import Store
+
+    store = Store(tmp_path / "s.db")
+    run_id = store_table(store, load_table(Path(__file__).resolve().parents[1] / "data" / "seed_frontier.json"))
+    store.close()
+    profile = tmp_path / "one.yaml"
+    profile.write_text("concurrency: {1: 1}\n")
+    line = _one_line(_recommend((tmp_path / "s.db", run_id), profile), option="run")
+    assert "imported figures, no stored requests to weigh" in line

@@ -28,6 +28,11 @@ def traffic_answer(
     from specfrontier.perfmodel.cells import output_tokens_by_cell
 
     profile = read_profile(profile_path)
+    if store.imported_cells(run_id):
+        raise ConfigError(
+            f"run = {run_id!r}: imported figures, no stored requests to weigh (no SLO verdicts, no output lengths); "
+            "fix: recommend from a measured or simulated run"
+        )
     data = load_run(store, run_id, slos)
     if workload is not None and workload not in data.workloads:
         raise ConfigError(

@@ -235,3 +235,36 @@ def test_a_rate_a_setting_cannot_serve_leaves_it_out_and_says_why(seed_run: tupl
     answer = traffic_answer(store, run_id, profile)
     assert [f.name for f in answer.settings] == ["no-spec"]
     assert len(answer.left_out) == 2 and all("is beyond what s" in line for line in answer.left_out)
+
+
+def test_littles_law_by_hand_a_rate_halfway_between_two_levels_runs_half_at_each(
+    seed_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """X(C) = aggregate / mean output tokens (read here from the stored requests); r = (X(1) + X(2)) / 2
+    solves C = r x W(C) at C = 1.5: half the time at C = 1, half at C = 2 (the mean concurrency is kept)."""
+    from specfrontier.store.cell_requests import request_heads
+
+    path, run_id = seed_run
+    store = Store(path, read_only=True)
+    data = load_run(store, run_id)
+
+    def mean_tokens(c: int) -> float:
+        (row,) = [r for r in store.cells(run_id) if r.setting_id == "s4" and r.concurrency == c]
+        tokens = [
+            t
+            for e, t in zip(
+                request_heads(row.requests).errors, request_heads(row.requests).completion_tokens, strict=True
+            )
+            if e is None and t
+        ]
+        return sum(tokens) / len(tokens)
+
+    x1, x2 = (_agg(data, "s4", c) / mean_tokens(c) for c in (1, 2))
+    profile = tmp_path / "rate.yaml"
+    profile.write_text(f"rate_req_s: {{{(x1 + x2) / 2}: 1}}\n")
+    answer = traffic_answer(store, run_id, profile)
+    s4 = next(f for f in answer.settings if f.name == "s4")
+    assert {lv.concurrency: lv.share for lv in s4.levels} == pytest.approx({1: 0.5, 2: 0.5})
+    assert s4.per_user_tok_s == pytest.approx(
+        sum(0.5 * data.cell("s4", c).per_request_tok_s_p50.median for c in (1, 2))  # type: ignore[union-attr,operator]
+    )
