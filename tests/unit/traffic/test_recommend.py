@@ -16,6 +16,7 @@ from specfrontier.analysis import RunData, load_run
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.metrics.slo import parse_slo
+from specfrontier.report.traffic import answer_line
 from specfrontier.schedules import depth_schedule
 from specfrontier.store import Store
 from specfrontier.traffic import parse_peak, traffic_answer
@@ -268,3 +269,14 @@ def test_littles_law_by_hand_a_rate_halfway_between_two_levels_runs_half_at_each
     assert s4.per_user_tok_s == pytest.approx(
         sum(0.5 * data.cell("s4", c).per_request_tok_s_p50.median for c in (1, 2))  # type: ignore[union-attr,operator]
     )
+
+
+def test_a_one_range_schedule_is_the_static_setting_and_never_recommended(tmp_path: Path) -> None:
+    settings = (SGLangSetting(name="no-spec"), SGLangSetting(name="s4", algorithm="EAGLE3", num_steps=4, eagle_topk=1))
+    config = SimTuneConfig(engine=SimEngine(), settings=settings, concurrency=(1, 2, 4), repeats=1, rounds_per_cell=8)
+    store, run_id = run_virtual(config, tmp_path / "small.db")
+    answer = traffic_answer(store, run_id, _profile(tmp_path, {1: 0.5, 4: 0.5}))
+    assert answer.best.name == "s4"
+    assert answer.schedule.figures is None
+    assert answer.schedule.note.startswith("no schedule: s4 is the best at every measured batch size")
+    assert answer_line(answer) == "answer: deploy s4 (static)"
