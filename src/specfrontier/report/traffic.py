@@ -66,8 +66,11 @@ def answer_line(answer: TrafficAnswer) -> str:
             f"{_versus(sched, best, answer)} over {best.name}; without a schedule, {best.name}"
         )
     why = ""
-    if sched is not None:
+    if sched is not None and sched.objective > best.objective:
         why = f"; the schedule gains {_versus(sched, best, answer)}, not worth its machinery"
+    elif sched is not None:
+        versus = _versus(sched, best, answer)
+        why = f"; the schedule (best depth per batch size by aggregate tok/s) does no better: {versus}"
     return f"answer: deploy {best.name} (static){why}"
 
 
