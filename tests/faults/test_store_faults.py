@@ -160,6 +160,7 @@ def test_read_commands_work_on_a_store_nobody_may_write(
         ["compare", "r1", "r2"],
         ["plan", "r1"],
         ["schedule", "r1", "--engine", "vllm"],
+        ["recommend", "r1", "--traffic", "day.yaml"],
     ],
 )
 def test_a_read_command_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path, command: list[str]) -> None:

@@ -12,6 +12,7 @@ from specfrontier.cli import workloads as _workloads  # noqa: F401
 from specfrontier.cli import calibrate as _calibrate  # noqa: F401
 from specfrontier.cli import schedule as _schedule  # noqa: F401
 from specfrontier.cli import perfmodel as _perfmodel  # noqa: F401
+from specfrontier.cli import recommend as _recommend  # noqa: F401
 
 # isort: on
 from specfrontier.cli.app import app, main

@@ -30,29 +30,47 @@ SUFFIXES = {"terminal": "txt", "markdown": "md", "json": "json", "csv": "csv", "
 
 
 def run_report(
-    store: Store, run_id: str, fmt: str, output: Path | None, console: Console, slos: Sequence[Slo] = ()
+    store: Store,
+    run_id: str,
+    fmt: str,
+    output: Path | None,
+    console: Console,
+    slos: Sequence[Slo] = (),
+    traffic: Path | None = None,
 ) -> None:
     """Render one stored run in `fmt` to `output` (stdout when None; HTML: next to the store when None);
-    with `slos`, goodput under them is added (docs/metrics.md)."""
+    with `slos`, goodput under them is added (docs/metrics.md); with `traffic`, the answer for that load
+    profile (docs/traffic.md: terminal, markdown and html)."""
     from specfrontier.analysis import load_run
     from specfrontier.report import print_report
 
     if output is not None:
         check_output_path(output, "-o", example=f"report.{SUFFIXES[fmt]}")
+    answer = None
+    if traffic is not None:
+        from specfrontier.traffic import traffic_answer
+
+        answer = traffic_answer(store, run_id, traffic, slos)  # a bad profile fails before anything is written
     if fmt == "html":
         from specfrontier.report.html import default_html_path, write_html  # matplotlib: only when drawing
 
         loaded = load_run(store, run_id, slos) if slos else None
-        path = write_html(store, run_id, output or default_html_path(store.path, run_id), loaded)
+        path = write_html(store, run_id, output or default_html_path(store.path, run_id), loaded, traffic=answer)
         console.print(f"HTML report: {escape(str(path))}")
         return
     data = load_run(store, run_id, slos)
+    extra = ""
+    if answer is not None:
+        from specfrontier.report.traffic import traffic_text
+
+        extra = traffic_text(answer, markdown=fmt == "markdown")
     if fmt == "terminal" and output is None:
         print_report(data, console)
+        sys.stdout.write(extra)
     elif output is not None:
-        write_text_atomic(output, _text(data, fmt))
+        write_text_atomic(output, _text(data, fmt) + extra)
     else:
-        sys.stdout.write(_text(data, fmt))
+        sys.stdout.write(_text(data, fmt) + extra)
 
 
 def _text(data: RunData, fmt: str) -> str:

@@ -34,19 +34,27 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.terminal,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
     slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
+    traffic: Annotated[
+        Path | None, typer.Option("--traffic", help="Add the answer for this load profile (see `recommend`).")
+    ] = None,
 ) -> None:
     """Print the tables, crossovers and recommendation of a stored run (html: a self-contained page)."""
     from specfrontier.cli.render import run_report
     from specfrontier.metrics.slo import parse_slo
 
     slos = parse_slo(slo)
+    if traffic is not None and fmt not in (ReportFormat.terminal, ReportFormat.markdown, ReportFormat.html):
+        raise ConfigError(
+            f"--traffic with --format {fmt.value}: the traffic answer is drawn in terminal, markdown and html; "
+            f"fix: `specfrontier recommend {run_id} --traffic {traffic}` for it alone"
+        )
     opened = _open_existing(store, read_only=True)
     if opened.imported_cells(run_id):
         raise ConfigError(
             f"run = {run_id!r}: imported figures, no stored requests to report; "
             f"fix: `{command('plan', run_id, *store_args(store))}`"
         )
-    run_report(opened, run_id, fmt.value, output, console, slos)
+    run_report(opened, run_id, fmt.value, output, console, slos, traffic)
 
 
 @app.command()

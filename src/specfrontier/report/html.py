@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
@@ -44,6 +44,9 @@ from specfrontier.report.tables import (
 from specfrontier.store import Store
 from specfrontier.store.cell_requests import request_heads, request_texts
 from specfrontier.textfiles import write_text_atomic
+
+if TYPE_CHECKING:
+    from specfrontier.traffic import TrafficAnswer
 
 _TEMPLATES = Path(__file__).parent / "templates"
 SAMPLE_CHARS = 600
@@ -286,8 +289,30 @@ def render_page(template: str, context: dict[str, Any]) -> str:
     return _environment_engine().get_template(template).render(css=css, csp=csp_for(css), **context)
 
 
-def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
-    """The whole report as one HTML document (see the module docstring for why it is built this way)."""
+def _traffic(answer: TrafficAnswer | None) -> dict[str, Any] | None:
+    """The traffic section (`report --traffic`): the answer's lines, the profile and each setting's gain."""
+    if answer is None:
+        return None
+    from specfrontier.report.traffic import gain_plot, profile_plot, traffic_lines
+
+    lines = traffic_lines(answer)
+    gain_caption = (
+        f"Day-weighted {answer.objective_name} of each setting and of the per-batch-size schedule, relative to "
+        "the best static setting. Hatched: part of the weight rests on model predictions (bar: model error)."
+    )
+    return {
+        "headline": lines[0],
+        "lines": lines[1:],
+        "plots": [
+            _plot("traffic-profile", "Traffic profile", "Share of time at each load level.", profile_plot(answer)),
+            _plot("traffic-gain", "Day-weighted gain", gain_caption, gain_plot(answer)),
+        ],
+    }
+
+
+def report_html(data: RunData, samples: Sequence[SampleOutput] = (), traffic: TrafficAnswer | None = None) -> str:
+    """The whole report as one HTML document (see the module docstring for why it is built this way);
+    with `traffic`, a section answering for that load profile."""
     acceptance, bars = _acceptance_table(data)
     simulated = bool(data.run.environment.get("simulated"))
     pareto = _plot(
@@ -313,6 +338,7 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
             ("definitions", "Definitions"),
             ("environment", "Environment"),
         ],
+        "traffic": _traffic(traffic),
         "recommendations": _recommendations(data) if data.cells else [],
         "crossovers": _crossovers(data),
         "flags": flag_lines(data),
@@ -349,14 +375,24 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = ()) -> str:
         "definitions": sorted(DEFINITIONS.items()),
         "environment": _environment(data),
     }
+    if traffic is not None:
+        context["nav"].insert(1, ("traffic", "Traffic"))
     return render_page("report.html.j2", context)
 
 
-def write_html(store: Store, run_id: str, path: Path, data: RunData | None = None, *, what: str = "-o") -> Path:
+def write_html(
+    store: Store,
+    run_id: str,
+    path: Path,
+    data: RunData | None = None,
+    *,
+    what: str = "-o",
+    traffic: TrafficAnswer | None = None,
+) -> Path:
     """Render a stored run's report to `path` (written whole, then renamed: never a half-written file;
     `what` names where the path came from in the error if it cannot be written)."""
     data = data if data is not None else load_run(store, run_id)
-    return write_text_atomic(path, report_html(data, sample_outputs(store, run_id)), what)
+    return write_text_atomic(path, report_html(data, sample_outputs(store, run_id), traffic), what)
 
 
 def default_html_path(store_path: Path, run_id: str) -> Path:
