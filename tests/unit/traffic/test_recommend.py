@@ -101,6 +101,20 @@ def test_peak_heavy_profile_picks_steps_3_under_the_slo(seed_run: tuple[Path, st
     assert answer.objective_name == "goodput tok/s"
 
 
+def test_peak_heavy_profile_without_an_slo_ranks_steps_3_over_steps_4_and_says_the_baseline_wins(
+    seed_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Without a latency bound the simulated baseline's larger capacity (no draft KV) wins the peak: the
+    answer says so instead of forcing a speculative pick, and still ranks steps 3 above steps 4 there."""
+    path, run_id = seed_run
+    store = Store(path, read_only=True)
+    hand = _by_hand(load_run(store, run_id), PEAK)
+    answer = traffic_answer(store, run_id, _profile(tmp_path, PEAK))
+    assert answer.best.name == max(hand, key=lambda n: hand[n]) == "no-spec"
+    assert hand["s3"] > hand["s4"]
+    assert [f.name for f in answer.settings] == ["no-spec", "s3", "s4"]
+
+
 def test_the_schedules_gain_over_the_best_static_setting(seed_run: tuple[Path, str], tmp_path: Path) -> None:
     path, run_id = seed_run
     store = Store(path, read_only=True)
