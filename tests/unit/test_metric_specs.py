@@ -6,16 +6,19 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import specfrontier.report
 from specfrontier.analysis.summary import CellSummary, OverRepeats
 from specfrontier.metrics.specs import (
+    ADDED_METRICS,
     CELL_METRICS,
     SECTIONS,
     LatencyColumn,
     MetricSpec,
+    SloUse,
     _check,
     html_latency_columns,
     in_section,
@@ -77,18 +80,33 @@ JSON_CELL_FIELDS = [
 ]
 
 
+SECTION_ENDS = {"headline": "steady_s", "counts": "errors", "detail": "acceptance_length_request_weighted"}
+"""The last field of each metric section in `JSON_CELL_FIELDS`."""
+
+
+def _with_added(pinned: list[str]) -> list[str]:
+    """The pinned fields with the metrics declared in files of their own (`metrics/added/`) at the end of
+    their sections, by file name: adding a metric extends the JSON cell there, without an edit here."""
+    fields = list(pinned)
+    for section, last in SECTION_ENDS.items():
+        at = fields.index(last) + 1
+        fields[at:at] = [m.name for m in ADDED_METRICS if m.section == section]
+    return fields
+
+
 def _summary_fields(kind: str) -> set[str]:
     return {f.name for f in dataclasses.fields(CellSummary) if f.type == kind}
 
 
 def test_cell_summary_spells_out_exactly_the_declared_metrics() -> None:
     # CellSummary keeps explicit fields for type checking; the declaration fills them: they must agree.
-    assert {m.name for m in CELL_METRICS if m.over_repeats == "median"} == _summary_fields("OverRepeats")
-    assert {m.name for m in CELL_METRICS if m.over_repeats == "sum"} <= _summary_fields("int")
+    core = [m for m in CELL_METRICS if m not in ADDED_METRICS]
+    assert {m.name for m in core if m.over_repeats == "median"} == _summary_fields("OverRepeats")
+    assert {m.name for m in core if m.over_repeats == "sum"} <= _summary_fields("int")
 
 
 def test_json_cell_fields_keep_their_names_order_and_descriptions() -> None:
-    assert list(CellExport.model_fields) == JSON_CELL_FIELDS
+    assert list(CellExport.model_fields) == _with_added(JSON_CELL_FIELDS)
     for section in SECTIONS:
         for m in in_section(section):
             assert CellExport.model_fields[m.name].description == m.definition
@@ -128,20 +146,24 @@ def test_a_metric_reads_its_window_field() -> None:
     assert by_name["ttft_p50_ms"].field == "ttft_p50_ms"
 
 
+def _spec(name: str, **given: Any) -> MetricSpec:
+    return MetricSpec(name, "ms", "d", **({"compute": lambda w: 1.0} | given))
+
+
 @pytest.mark.parametrize(
     ("specs", "message"),
     [
-        ((MetricSpec("x", "ms", "d", source="no_such_field"),), "CellMetrics.no_such_field"),
-        ((MetricSpec("ttft_p50_ms", "ms", "d"), MetricSpec("ttft_p50_ms", "ms", "d")), "declared twice"),
-        ((MetricSpec("ttft_p50_ms", "ms", "d", csv_range=True),), "no spread"),
-        (
-            (MetricSpec("ttft_p50_ms", "ms", "d", latency=LatencyColumn(1, "h", 0, then="ttft_p99_ms")),),
-            "not declared",
-        ),
-        (
-            (MetricSpec("ttft_p50_ms", "ms", "d", spread=0), MetricSpec("ttft_p99_ms", "ms", "d", spread=0)),
-            "share a spread position",
-        ),
+        ((_spec("x", compute=None, source="no_such_field"),), "reads no_such_field, which no declaration computes"),
+        ((_spec("x", source="y"),), "needs exactly one of compute and source"),
+        ((_spec("ttft_p50_ms"), _spec("ttft_p50_ms")), "declared twice"),
+        ((_spec("ttft_p50_ms", csv_range=True),), "no spread"),
+        ((_spec("ttft_p50_ms", latency=LatencyColumn(1, "h", 0, then="ttft_p99_ms")),), "not declared"),
+        ((_spec("ttft_p50_ms", spread=0), _spec("ttft_p99_ms", spread=0)), "share a spread"),
+        ((_spec("w", over_repeats=None, section="detail"),), "window figure only"),
+        ((_spec("w", over_repeats=None, compare="w"),), "window figure only"),
+        ((_spec("a", compare="x"), _spec("b", compare="x")), "share a comparison name"),
+        ((_spec("a", slo=SloUse("a", lambda r: 1.0)), _spec("b", slo=SloUse("a", lambda r: 1.0))), "share a SLO key"),
+        ((_spec("a", revision=0),), "revisions start at 1"),
     ],
 )
 def test_a_declaration_that_cannot_work_is_refused(specs: tuple[MetricSpec, ...], message: str) -> None:

@@ -8,11 +8,11 @@ overlap.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from specfrontier.analysis.decisions import recommended_per_concurrency
 from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
+from specfrontier.metrics.specs import compared
 from specfrontier.metrics.stats import separated
 
 
@@ -111,13 +111,8 @@ class FigureDelta:
         return self.b.median / self.a.median
 
 
-COMPARED: dict[str, Callable[[CellSummary], OverRepeats]] = {
-    "aggregate tok/s": lambda c: c.aggregate_tok_s,
-    "per-request tok/s p50": lambda c: c.per_request_tok_s_p50,
-    "TTFT p50 ms": lambda c: c.ttft_p50_ms,
-    "TPOT p50 ms": lambda c: c.tpot_p50_ms,
-}
-"""The figures `figure_deltas` compares, by report name."""
+COMPARED: dict[str, str] = compared()
+"""The figures `figure_deltas` compares: report name -> declared metric (`metrics.specs`, `compare=`)."""
 
 
 def significant(a: OverRepeats, b: OverRepeats) -> bool:
@@ -139,16 +134,20 @@ def significant(a: OverRepeats, b: OverRepeats) -> bool:
 def figure_deltas(a: RunData, b: RunData, metric: str) -> list[FigureDelta]:
     """Per shared (setting, level) cell, one figure in both runs; cells are matched by setting name and
     level (the workload may differ on purpose: that is what a best-case vs production comparison is)."""
-    get = COMPARED[metric]
+    name = COMPARED[metric]
+
+    def get(cell: CellSummary) -> OverRepeats:
+        return cell.figure(name)
+
     shared = [s for s in a.measured_settings() if s in set(b.measured_settings())]
     out = []
-    for name in shared:
+    for setting in shared:
         for level in a.concurrency_levels:
-            ca, cb = a.cell(name, level), b.cell(name, level)
+            ca, cb = a.cell(setting, level), b.cell(setting, level)
             if ca is None or cb is None or get(ca).median is None or get(cb).median is None:
                 continue
             fa, fb = get(ca), get(cb)
-            out.append(FigureDelta(name, ca.workload, cb.workload, level, fa, fb, significant(fa, fb)))
+            out.append(FigureDelta(setting, ca.workload, cb.workload, level, fa, fb, significant(fa, fb)))
     return out
 
 

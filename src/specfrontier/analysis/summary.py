@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from specfrontier.config.limits import DEFAULT_MAX_FAILED_SHARE
 from specfrontier.load.health import saturated
 from specfrontier.metrics.digest import CellDigest
 from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
-from specfrontier.metrics.specs import CELL_METRICS, MetricSpec
+from specfrontier.metrics.specs import ADDED_METRICS, CELL_METRICS, MetricSpec
 from specfrontier.metrics.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
 from specfrontier.metrics.timeslices import Spike, TimeSlice
 from specfrontier.metrics.window import CellMetrics
@@ -126,9 +126,11 @@ class GoodputSummary:
 class CellSummary:
     """One cell over its repeats.
 
-    Its metric fields (a `OverRepeats`, or an int summed over repeats) are those `metric_specs.CELL_METRICS`
-    declares and are filled from that declaration; they stay spelled out here so that every use is
-    type-checked (a test keeps the two lists equal). The other fields are facts of the cell.
+    Its metric fields (a `OverRepeats`, or an int summed over repeats) are those `metrics.specs` declares
+    in its core list and are filled from that declaration; they stay spelled out here so that every use is
+    type-checked (a test keeps the two lists equal). A metric declared in a file of its own
+    (`metrics/added/`) is in `more`; `value(name)` and `figure(name)` read either. The other fields are
+    facts of the cell.
     """
 
     setting: str
@@ -186,10 +188,19 @@ class CellSummary:
     """Closed loop: length of the steady span (s)."""
     repeat_tok_s: tuple[float | None, ...] = ()
     """Aggregate tok/s of each repeat, in repeat order (the drift and the sequential rule compare them)."""
+    more: Mapping[str, OverRepeats | int] = field(default_factory=dict)
+    """The metrics declared in files of their own (`metrics/added/`), by name, combined as declared."""
+
+    def value(self, name: str) -> OverRepeats | int:
+        """A declared metric over repeats (`metrics.specs`), by name: an OverRepeats, or a summed count."""
+        if name in self.more:
+            return self.more[name]
+        value: OverRepeats | int = getattr(self, name)
+        return value
 
     def figure(self, name: str) -> OverRepeats:
-        """The figure over repeats of a declared metric (`metric_specs`), by name."""
-        value = getattr(self, name)
+        """The figure over repeats of a declared metric (`metrics.specs`), by name."""
+        value = self.value(name)
         if not isinstance(value, OverRepeats):
             raise KeyError(f"CellSummary.{name} is not a figure over repeats")
         return value
@@ -472,6 +483,7 @@ def _summarise(group: list[tuple[CellRow, CellDigest, CellMetrics]], slos: Seque
     # Every declared metric, by name: typed Any because each is an OverRepeats or an int field of CellSummary
     # (tests/unit/test_metric_specs.py checks the declaration against the fields).
     declared: dict[str, Any] = {spec.name: _over_repeats(spec, metrics) for spec in CELL_METRICS}
+    more = {spec.name: declared.pop(spec.name) for spec in ADDED_METRICS if spec.over_repeats is not None}
     counters = [row.counters for row, _, _ in group if row.counters is not None]
     sources = {row.acceptance_source for row, _, _ in group if row.acceptance_source}
     slices = tuple(digest.slices for _, digest, _ in group)
@@ -490,6 +502,7 @@ def _summarise(group: list[tuple[CellRow, CellDigest, CellMetrics]], slos: Seque
         client_health=tuple(row.client_health for row, _, _ in group if row.client_health is not None),
         goodput=GoodputSummary(tuple(_goodput(row, slos) for row, _, _ in group)) if slos else None,
         repeat_tok_s=tuple(m.aggregate_tok_s for m in metrics),
+        more=more,
         **declared,
     )
 

@@ -61,8 +61,8 @@ StoreOption = Annotated[Path, typer.Option("--store", help="SQLite result store.
 
 
 SLO_HELP = (
-    "Goodput under SLOs, e.g. ttft_p90_ms=500,tpot_p90_ms=50 (metrics ttft, tpot, e2e; any percentile): "
-    "see docs/metrics.md."
+    "Goodput under SLOs, e.g. ttft_p90_ms=500,tpot_p90_ms=50 (ttft, tpot, e2e or any metric declared for "
+    "SLOs; any percentile): see docs/metrics.md."
 )
 
 

@@ -17,12 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from specfrontier.metrics.specs import ADDED_METRICS, metric_revisions
 from specfrontier.metrics.timeslices import Spike, TimeSlice, spikes, time_slices
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord, session_turn
 
 DIGEST_VERSION = 1
-"""Bump when a definition behind CellMetrics, TimeSlice or Spike changes: older digests are then recomputed."""
+"""The digest's own format, and the definitions behind TimeSlice and Spike: bump when one changes. A
+metric's definition is versioned by its declaration instead (`MetricSpec.revision`, `metric_revisions`):
+a digest records the revised ones, and one computed with other revisions, or without a metric declared
+since, is recomputed. Digests written before revisions existed hold none: all at 1, still valid."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +85,19 @@ def unpack_digest(packed: bytes) -> CellDigest | None:
 
 
 def _to_json(digest: CellDigest) -> str:
-    return json.dumps(
-        {
-            "version": DIGEST_VERSION,
-            "metrics": _flat(digest.metrics),
-            "slices": [_flat(s) for s in digest.slices],
-            "spikes": [_flat(s) for s in digest.spikes],
-            "session_turns": digest.session_turns,
-        },
-        separators=(",", ":"),
-    )
+    data: dict[str, Any] = {
+        "version": DIGEST_VERSION,
+        "metrics": _flat(digest.metrics),
+        "slices": [_flat(s) for s in digest.slices],
+        "spikes": [_flat(s) for s in digest.spikes],
+        "session_turns": digest.session_turns,
+    }
+    if revisions := metric_revisions():  # only when a metric was revised: earlier digests stay as they were
+        data["revisions"] = revisions
+    return json.dumps(data, separators=(",", ":"))
+
+
+_ADDED = {m.name for m in ADDED_METRICS}
 
 
 def _matches(cls: type, values: dict[str, Any]) -> bool:
@@ -100,7 +107,10 @@ def _matches(cls: type, values: dict[str, Any]) -> bool:
 def _from_json(text: str) -> CellDigest | None:
     """The digest in `text`, or None when it was computed by other definitions (then recompute it)."""
     data = json.loads(text)
-    if data.get("version") != DIGEST_VERSION or not _matches(CellMetrics, data["metrics"]):
+    if data.get("version") != DIGEST_VERSION or data.get("revisions", {}) != metric_revisions():
+        return None
+    data["metrics"].setdefault("more", {})  # written before metrics could be declared in files of their own
+    if not _matches(CellMetrics, data["metrics"]) or set(data["metrics"]["more"]) != _ADDED:
         return None
     if any(not _matches(TimeSlice, s) for s in data["slices"]) or any(not _matches(Spike, s) for s in data["spikes"]):
         return None

@@ -13,17 +13,19 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from specfrontier.errors import ConfigError
+from specfrontier.metrics.specs import slo_uses
 from specfrontier.records import RequestRecord
-from specfrontier.units import ns_to_ms, ns_to_s
+from specfrontier.units import ns_to_s
 
-SloMetric = Literal["ttft", "tpot", "e2e"]
+SloMetric = str
+"""An SLO key's metric: one of the declared metrics' `slo.key` (`metrics.specs.slo_uses`: ttft, tpot, e2e, ...)."""
 
-_KEY = re.compile(r"^(ttft|tpot|e2e)_p(\d+(?:\.\d+)?)_ms$")
+_USES = slo_uses()
+_KEY = re.compile(rf"^({'|'.join(re.escape(key) for key in _USES)})_p(\d+(?:\.\d+)?)_ms$")
 _EXAMPLE = "--slo ttft_p90_ms=500,tpot_p90_ms=50"
 
 
@@ -56,7 +58,7 @@ def parse_slo(text: str | None, *, option: str = "--slo") -> tuple[Slo, ...]:
         match = _KEY.match(key)
         if match is None:
             raise ConfigError(
-                f"{option}: key = {key!r} is not <metric>_p<percentile>_ms with metric ttft, tpot or e2e; "
+                f"{option}: key = {key!r} is not <metric>_p<percentile>_ms with metric {_allowed()}; "
                 f"fix: e.g. {_EXAMPLE}"
             )
         percentile = float(match.group(2))
@@ -70,37 +72,35 @@ def parse_slo(text: str | None, *, option: str = "--slo") -> tuple[Slo, ...]:
             ) from None
         if not math.isfinite(threshold) or threshold <= 0:
             raise ConfigError(f"{option}: {key} = {value.strip()}: must be > 0 ms; fix: e.g. {key}=500")
-        slo = Slo(match.group(1), percentile, threshold)  # type: ignore[arg-type]
+        slo = Slo(match.group(1), percentile, threshold)
         if slo.key in out:
             raise ConfigError(f"{option}: {slo.key} is given twice; fix: keep one value")
         out[slo.key] = slo
     return tuple(out.values())
 
 
+def _allowed() -> str:
+    """The SLO metrics in words: 'ttft, tpot or e2e'."""
+    keys = list(_USES)
+    return keys[0] if len(keys) == 1 else f"{', '.join(keys[:-1])} or {keys[-1]}"
+
+
 def request_value_ms(r: RequestRecord, metric: SloMetric) -> float | None:
-    """The request's own TTFT, TPOT or E2E in ms (None: it has none, e.g. TPOT of a 1-token answer)."""
-    if metric == "e2e":
-        return ns_to_ms(r.end_ns - r.send_ns)
-    if r.first_token_ns is None:
-        return None
-    if metric == "ttft":
-        return ns_to_ms(r.first_token_ns - r.send_ns)
-    tokens = r.completion_tokens or 0
-    decode_ns = r.end_ns - r.first_token_ns
-    if tokens < 2 or decode_ns <= 0:
-        return None
-    return ns_to_ms(decode_ns / (tokens - 1))
+    """The request's own value of an SLO metric in ms, e.g. its TTFT (None: it has none, e.g. TPOT of a
+    1-token answer); each metric's is declared with it (`metrics.specs`)."""
+    return _USES[metric].value_ms(r)
 
 
 def request_is_good(r: RequestRecord, slos: Sequence[Slo]) -> bool:
-    """An ok request within every threshold. No TPOT (< 2 tokens) passes the TPOT target: nothing was slow;
-    an ok request with no first token at all fails a TTFT target."""
+    """An ok request within every threshold. A request without a value passes a target whose metric says
+    so (`SloUse.missing_passes`: no TPOT, < 2 tokens, means nothing was slow); an ok request with no first
+    token at all fails a TTFT target."""
     if not r.ok:
         return False
     for slo in slos:
         value = request_value_ms(r, slo.metric)
         if value is None:
-            if slo.metric == "tpot":
+            if _USES[slo.metric].missing_passes:
                 continue
             return False
         if value > slo.threshold_ms:
@@ -152,7 +152,7 @@ def _cell_check(records: Sequence[RequestRecord], slo: Slo) -> SloCheck:
             values.append(math.inf)
             continue
         v = request_value_ms(r, slo.metric)
-        if v is None and slo.metric != "tpot":
+        if v is None and not _USES[slo.metric].missing_passes:
             v = math.inf  # an ok stream with no text never reached its first token
         if v is not None:
             values.append(v)

@@ -1,5 +1,8 @@
 """Figures of one measured cell (one engine config x workload x concurrency), from raw request records.
 
+Each figure is declared once in `metrics.specs` (its `compute` over a `Window`, the records prepared
+once); `cell_metrics` is a loop over the declarations. The definitions below are what they compute.
+
 Definitions (stated here because tools use the same names for different formulas; see the anchors
 reference, section 4). All times are client-side `perf_counter_ns` stamps, taken when a read returned.
 
@@ -54,16 +57,21 @@ Added for speculative decoding, where one streamed chunk may carry several token
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from itertools import chain
+from typing import Any
 
 import numpy as np
 
 from specfrontier.metrics.chunks import chunk_token_counts
-from specfrontier.metrics.steady import steady_state
-from specfrontier.records import RequestRecord
-from specfrontier.units import NS_PER_MS, ns_to_ms, ns_to_s
+from specfrontier.metrics.declare import WindowValue
+from specfrontier.metrics.per_request import request_decode_ns, request_e2e_ms, request_tpot_ms, request_ttft_ms
+from specfrontier.metrics.specs import ADDED_METRICS, METRICS
+from specfrontier.metrics.steady import SteadyState, steady_state
+from specfrontier.records import RequestRecord, RequestSpecStats
+from specfrontier.units import NS_PER_MS, ns_to_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +129,16 @@ class CellMetrics:
     """Output tokens produced inside the steady span / its length (ramp and drain excluded)."""
     steady_concurrency: float | None = None
     """Mean requests in flight inside the steady span."""
+    more: Mapping[str, WindowValue] = field(default_factory=dict)
+    """The metrics declared in files of their own (`metrics/added/`), by name: their fields are not spelled
+    out here, so that adding one edits no list."""
 
-
-def _percentile(values: Sequence[float] | np.ndarray, q: float) -> float | None:
-    if len(values) == 0:
-        return None
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q, method="linear"))
-
-
-def _ratio(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator > 0 else None
+    def value(self, name: str) -> WindowValue:
+        """A declared metric's value in this window, by name (`metrics.specs`)."""
+        if name in _FIELDS:
+            value: WindowValue = getattr(self, name)
+            return value
+        return self.more[name]
 
 
 def weighted_percentile(
@@ -236,9 +244,100 @@ def peak_concurrency(records: Sequence[RequestRecord]) -> int:
     return peak
 
 
+class Window:
+    """One window's records, prepared for the declared computations (`metrics.specs`): each list is built
+    on first use and shared by the metrics that read it (TTFT p50, p90 and p99 sort one list)."""
+
+    def __init__(self, records: Sequence[RequestRecord], concurrency: int | None) -> None:
+        self.records: Sequence[RequestRecord] = records
+        self.concurrency: int | None = concurrency
+        """The closed loop's C (its steady span is measured); None for an open-loop cell."""
+
+    @cached_property
+    def ok(self) -> list[RequestRecord]:
+        return [r for r in self.records if r.ok]
+
+    @cached_property
+    def window_ns(self) -> int:
+        return max(r.end_ns for r in self.records) - min(r.send_ns for r in self.records)
+
+    @cached_property
+    def window_s(self) -> float:
+        return ns_to_s(self.window_ns)
+
+    @cached_property
+    def output_tokens(self) -> int:
+        return sum(r.completion_tokens or 0 for r in self.ok)
+
+    @cached_property
+    def chunks(self) -> int:
+        """Content chunks of the ok requests."""
+        return sum(len(r.chunk_ns) for r in self.ok)
+
+    @cached_property
+    def ttft_ms(self) -> list[float]:
+        return [v for r in self.ok if (v := request_ttft_ms(r)) is not None]
+
+    @cached_property
+    def e2e_ms(self) -> list[float]:
+        return [request_e2e_ms(r) for r in self.ok]
+
+    @cached_property
+    def tpot_ms(self) -> list[float]:
+        return [v for r in self.ok if (v := request_tpot_ms(r)) is not None]
+
+    @cached_property
+    def tok_s(self) -> list[float]:
+        """Per-request tok/s = (completion_tokens - 1) / (E2E - TTFT), over the requests with a TPOT."""
+        return [
+            ((r.completion_tokens or 0) - 1) / ns_to_s(decode_ns)
+            for r in self.ok
+            if (decode_ns := request_decode_ns(r)) is not None
+        ]
+
+    @cached_property
+    def e2e_tok_s(self) -> list[float]:
+        return [(r.completion_tokens or 0) / ns_to_s(r.end_ns - r.send_ns) for r in self.ok if r.end_ns > r.send_ns]
+
+    @cached_property
+    def known_chunk_tokens(self) -> list[int]:
+        """Server-reported per-chunk token counts, pooled over the ok requests that stream them."""
+        return [
+            k
+            for r in self.ok
+            if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns)
+            for k in r.chunk_tokens
+        ]
+
+    @cached_property
+    def pooled(self) -> _ChunkFigures:
+        """Chunk gaps and per-token ITL (`token_itl`), over all chunks at once."""
+        return _chunk_figures(self.ok)
+
+    @cached_property
+    def itl(self) -> list[float | None]:
+        """Per-token ITL p50, p90, p99 (token-weighted)."""
+        return weighted_percentiles(self.pooled.itl_values, self.pooled.itl_weights, (50, 90, 99))
+
+    @cached_property
+    def with_spec(self) -> list[RequestSpecStats]:
+        """The spec counts of the ok requests that report them."""
+        return [r.spec for r in self.ok if r.spec is not None]
+
+    @cached_property
+    def peak_concurrency(self) -> int:
+        return peak_concurrency(self.records)
+
+    @cached_property
+    def steady(self) -> SteadyState | None:
+        """Closed loop: the steady span (`metrics.steady`); None for an open-loop cell or C never reached."""
+        return steady_state(self.records, self.concurrency) if self.concurrency is not None else None
+
+
 def cell_metrics(records: Sequence[RequestRecord], concurrency: int | None = None) -> CellMetrics:
-    """Compute a cell's figures from all its records (errors included); raises on an empty list. With the
-    closed loop's `concurrency`, also the steady-state figures (`metrics.steady`)."""
+    """Compute a cell's figures from all its records (errors included): every declared metric's `compute`
+    (`metrics.specs`) over the prepared window. Raises on an empty list. With the closed loop's
+    `concurrency`, also the steady-state figures (`metrics.steady`)."""
     if not records:
         raise ValueError("cell_metrics needs at least one record")
     for r in records:
@@ -246,120 +345,30 @@ def cell_metrics(records: Sequence[RequestRecord], concurrency: int | None = Non
             raise ValueError(f"record {r.prompt_id!r}: end_ns {r.end_ns} < send_ns {r.send_ns}")
         if r.ok and r.completion_tokens is None:
             raise ValueError(f"record {r.prompt_id!r} has no error but no completion_tokens")
-
-    window_ns = max(r.end_ns for r in records) - min(r.send_ns for r in records)
-    window_s = ns_to_s(window_ns)
-    ok = [r for r in records if r.ok]
-    requests = len(records)
-    errors = requests - len(ok)
-
-    output_tokens = 0
-    chunks = 0
-    ttft_ms: list[float] = []
-    e2e_ms: list[float] = []
-    tpot_ms: list[float] = []
-    tok_s: list[float] = []
-    e2e_tok_s: list[float] = []
-    known_chunk_tokens: list[int] = []
-    pooled = _chunk_figures(ok)  # gaps and per-token ITL (`token_itl`), over all chunks at once
-    for r in ok:
-        tokens = r.completion_tokens or 0
-        output_tokens += tokens
-        chunks += len(r.chunk_ns)
-        e2e_ns = r.end_ns - r.send_ns
-        e2e_ms.append(ns_to_ms(e2e_ns))
-        if e2e_ns > 0:
-            e2e_tok_s.append(tokens / ns_to_s(e2e_ns))
-        if r.chunk_tokens is not None and len(r.chunk_tokens) == len(r.chunk_ns):
-            known_chunk_tokens.extend(r.chunk_tokens)
-        if r.first_token_ns is None:
-            continue
-        ttft_ns = r.first_token_ns - r.send_ns
-        ttft_ms.append(ns_to_ms(ttft_ns))
-        decode_ns = e2e_ns - ttft_ns
-        if tokens >= 2 and decode_ns > 0:
-            tpot_ms.append(ns_to_ms(decode_ns / (tokens - 1)))
-            tok_s.append((tokens - 1) / ns_to_s(decode_ns))
-
-    with_spec = [r.spec for r in ok if r.spec is not None]
-    draft_tokens = sum(s.draft_tokens for s in with_spec) if with_spec else None
-    accepted_tokens = sum(s.accepted_tokens for s in with_spec) if with_spec else None
-    acceptance = (
-        _ratio(accepted_tokens, draft_tokens) if draft_tokens is not None and accepted_tokens is not None else None
-    )
-    per_request_rates = [s.accepted_tokens / s.draft_tokens for s in with_spec if s.draft_tokens > 0]
-    with_steps = [s for s in with_spec if s.verify_steps is not None and s.verify_steps > 0]
-    steps_total = sum(s.verify_steps or 0 for s in with_steps)
-    length_token = (
-        1.0 + sum(s.accepted_tokens for s in with_steps) / steps_total
-        if with_steps and len(with_steps) == len(with_spec)
-        else None
-    )
-    length_request = [1.0 + s.accepted_tokens / (s.verify_steps or 1) for s in with_steps]
-
-    steady = _steady_figures(records, concurrency)
-    itl_p50, itl_p90, itl_p99 = weighted_percentiles(pooled.itl_values, pooled.itl_weights, (50, 90, 99))
-    return CellMetrics(
-        window_s=window_s,
-        requests=requests,
-        errors=errors,
-        ok_requests=len(ok),
-        error_rate=errors / requests,
-        output_tokens=output_tokens,
-        aggregate_tok_s=steady.pop("aggregate_tok_s", _ratio(output_tokens, window_s)),
-        window_tok_s=_ratio(output_tokens, window_s),
-        per_request_tok_s_p50=_percentile(tok_s, 50),
-        per_request_tok_s_p10=_percentile(tok_s, 10),
-        ttft_p50_ms=_percentile(ttft_ms, 50),
-        ttft_p90_ms=_percentile(ttft_ms, 90),
-        ttft_p99_ms=_percentile(ttft_ms, 99),
-        tpot_p50_ms=_percentile(tpot_ms, 50),
-        tpot_p90_ms=_percentile(tpot_ms, 90),
-        e2e_p50_ms=_percentile(e2e_ms, 50),
-        output_tokens_per_request_mean=output_tokens / requests,
-        achieved_concurrency=_ratio(sum(r.end_ns - r.send_ns for r in records), window_ns),
-        peak_concurrency=peak_concurrency(records),
-        chunks_per_request_mean=chunks / requests,
-        tokens_per_chunk_mean=_ratio(output_tokens, chunks),
-        draft_tokens=draft_tokens,
-        accepted_tokens=accepted_tokens,
-        request_acceptance_rate=acceptance,
-        tpot_p99_ms=_percentile(tpot_ms, 99),
-        e2e_p90_ms=_percentile(e2e_ms, 90),
-        e2e_p99_ms=_percentile(e2e_ms, 99),
-        e2e_tok_s_p50=_percentile(e2e_tok_s, 50),
-        e2e_tok_s_p10=_percentile(e2e_tok_s, 10),
-        itl_p50_ms=itl_p50,
-        itl_p90_ms=itl_p90,
-        itl_p99_ms=itl_p99,
-        itl_estimated_requests=pooled.itl_estimated,
-        chunk_gap_p50_ms=_percentile(pooled.gaps_ms, 50),
-        chunk_gap_p90_ms=_percentile(pooled.gaps_ms, 90),
-        chunk_gap_p99_ms=_percentile(pooled.gaps_ms, 99),
-        tokens_per_chunk_p50=_percentile(np.asarray(known_chunk_tokens, dtype=np.float64), 50),
-        tokens_per_chunk_max=max(known_chunk_tokens) if known_chunk_tokens else None,
-        request_rate_s=_ratio(len(ok), window_s),
-        request_acceptance_rate_request_weighted=(
-            sum(per_request_rates) / len(per_request_rates) if per_request_rates else None
-        ),
-        acceptance_length_token_weighted=length_token,
-        acceptance_length_request_weighted=sum(length_request) / len(length_request) if length_request else None,
-        **steady,
-    )
+    window = Window(records, concurrency)
+    values = {m.name: m.compute(window) for m in METRICS if m.compute is not None}
+    spelled: dict[str, Any] = {name: values.pop(name) for name in _FIELDS}  # each of its field's type
+    return CellMetrics(**spelled, more=values)
 
 
-def _steady_figures(records: Sequence[RequestRecord], concurrency: int | None) -> dict[str, float | None]:
-    steady = steady_state(records, concurrency) if concurrency is not None else None
-    if steady is None:
-        return {}
-    figures = {"steady_s": steady.span_s, "steady_tok_s": steady.tok_s, "steady_concurrency": steady.concurrency}
-    if steady.tok_s is not None:  # a closed-loop cell's aggregate rate is its steady state's
-        figures["aggregate_tok_s"] = steady.tok_s
-    return figures
+def _spelled_fields() -> frozenset[str]:
+    """`CellMetrics`'s own fields; each must be a declared metric (checked at import)."""
+    names = frozenset(f.name for f in fields(CellMetrics)) - {"more"}
+    computed = {m.name for m in METRICS if m.compute is not None}
+    if not names <= computed:
+        raise ValueError(f"CellMetrics fields without a declaration in metrics.specs: {sorted(names - computed)}")
+    core = computed - {m.name for m in ADDED_METRICS}
+    if core != names:
+        raise ValueError(f"core metrics without a CellMetrics field: {sorted(core - names)}")
+    return names
+
+
+_FIELDS = _spelled_fields()
 
 
 __all__ = [
     "CellMetrics",
+    "Window",
     "cell_metrics",
     "chunk_token_counts",
     "peak_concurrency",

@@ -134,7 +134,7 @@ CellExport = create_model(
 
 def _metric_value(c: CellSummary, spec: MetricSpec) -> float | int | None:
     """What a JSON cell shows of a declared metric: the median over repeats, or the summed count."""
-    value = getattr(c, spec.name)
+    value = c.value(spec.name)
     return value.median if isinstance(value, OverRepeats) else int(value)
 
 
