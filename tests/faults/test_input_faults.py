@@ -19,6 +19,8 @@ import pytest
 import yaml
 from tests.faults.conftest import cli, count_rows, latest_run, sim_config, write_config
 
+from specfrontier.engines import registry
+
 LATIN1_COMMENT = "# réglages du banc d'essai\n".encode("latin-1")
 """A YAML comment saved as Latin-1: the first non-UTF-8 byte (0xe9, 'é') is at offset 3 of line 1."""
 
@@ -57,12 +59,15 @@ def latin1_jsonl(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("engine", ["vllm", "trtllm", "sglang"])
+@pytest.mark.parametrize("engine", [s.name for s in registry.specs() if s.default_config is None])
 def test_an_engine_without_an_embedded_default_asks_for_a_config(tmp_path: Path, engine: str) -> None:
-    """`tune --engine vllm` with no --config: the engine's server and model are the user's to name."""
+    """`tune --engine vllm` with no --config: the engine's server and model are the user's to name (every
+    registered engine without a `default_config`)."""
     store = tmp_path / "s.db"
     done = cli("tune", "--engine", engine, "--store", str(store), cwd=tmp_path)
-    assert_one_config_error(done, f"--engine = {engine!r} has no embedded default", f"engine.name: {engine}")
+    embedded = " or ".join(sorted(s.name for s in registry.specs() if s.default_config is not None))
+    line = assert_one_config_error(done, f"--engine = {engine!r} has no embedded default", f"engine.name: {engine}")
+    assert line.endswith(f"or --engine {embedded}")  # the engines that have one, from the registry
     assert_nothing_started(tmp_path, store)
 
 

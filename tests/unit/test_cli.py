@@ -19,6 +19,7 @@ from builders import back_to_back
 from builders import record_ms as _record
 from builders import run_cli as _cli
 from specfrontier.analysis import load_run
+from specfrontier.engines import registry
 from specfrontier.report import report_json
 from specfrontier.store import Store
 
@@ -221,7 +222,7 @@ DRAFT = "  - name: draft\n    spec_type: draft-simple\n"
 BAD_CONFIGS = {
     "unknown engine": (
         "engine:\n  name: exllamav2\n" + BASE,
-        ["engine.name = 'exllamav2'", "fix: use one of llamacpp, sglang, sim, trtllm, vllm"],
+        ["engine.name = 'exllamav2'", f"fix: use one of {', '.join(registry.engine_names())}"],
     ),
     "concurrency 0": ("{engine}" + BASE + "concurrency: [0, 2]\n", ["concurrency[0] = 0", "fix: use a larger value"]),
     "unknown spec type": (

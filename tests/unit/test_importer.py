@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specfrontier.engines import registry
 from specfrontier.errors import ConfigError
 from specfrontier.runs.imported import load_table, store_table
 from specfrontier.store import Store
@@ -105,6 +106,13 @@ GOOD = {"algorithm": "EAGLE3", "num_steps": 2, "concurrency": 4, "aggregate_tok_
 def test_bad_rows_name_row_field_and_fix(tmp_path: Path, rows: list[dict[str, object]], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_table(_rows(tmp_path, rows))
+
+
+def test_an_engine_that_is_no_name_is_refused_with_the_registered_names(tmp_path: Path) -> None:
+    names = ", ".join(registry.engine_names())
+    with pytest.raises(ConfigError) as info:
+        load_table(_rows(tmp_path, [GOOD], engine="vLLM 0.11!"))
+    assert str(info.value).endswith(f"engine = 'vLLM 0.11!': not an engine name; fix: write one such as {names}")
 
 
 def test_missing_engine_and_unreadable_files(tmp_path: Path) -> None:

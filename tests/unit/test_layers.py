@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 import specfrontier
+from specfrontier.engines import registry
 
 SRC = Path(specfrontier.__file__).parent
 DOC = SRC.parents[1] / "docs" / "architecture.md"
@@ -205,10 +207,21 @@ def test_no_import_cycle() -> None:
             assert cycle is None, " -> ".join(cycle)
 
 
-ENGINE_SPECIFIC = re.compile(
-    r"\"(llamacpp|sglang|sim|vllm|llama\.cpp)\"|\b(SGLangSetting|LlamaCppSetting|SimEngine|SGLangEngine|"
-    r"LlamaCppEngine|SimTuneConfig|SGLangTuneConfig|LlamaCppTuneConfig|LlamaCppAdapter|SGLangAdapter|SimAdapter)\b"
-)
+def _engine_specific() -> re.Pattern[str]:
+    """What names an engine, read from the registry: each registered engine's name and display name as a
+    string literal, and every class its modules define (settings, options, config, adapter, helpers)."""
+    names: set[str] = set()
+    classes: set[str] = set()
+    for spec in registry.specs():
+        names.update(n for n in (spec.name, spec.adapter.display_name) if n)
+        for module in {sys.modules[c.__module__] for c in (spec.adapter, spec.config, spec.setting)}:
+            own = module.__name__
+            classes.update(k for k, v in vars(module).items() if isinstance(v, type) and v.__module__ == own)
+    quoted = "|".join(re.escape(n) for n in sorted(names))
+    return re.compile(rf"\"({quoted})\"|\b({'|'.join(sorted(classes))})\b")
+
+
+ENGINE_SPECIFIC = _engine_specific()
 ALLOWED = ("engines/", "sim/", "runs/virtual_sweep.py")
 """Each engine's own code: its module in engines/, the simulator's package and its runner."""
 
@@ -224,3 +237,15 @@ def test_engine_names_and_types_only_in_engine_code() -> None:
             if ENGINE_SPECIFIC.search(code) and not code.lstrip().startswith(('"', "'")):
                 offenders.append(f"{rel}:{number}: {line.strip()}")
     assert offenders == []
+
+
+def test_the_engine_specific_names_are_every_registered_engines() -> None:
+    """No list kept by hand: each registered engine's name, display name and classes are caught (among
+    them those a hand-kept list once missed: `"trtllm"`, the vLLM and TensorRT-LLM types)."""
+    for spec in registry.specs():
+        for word in (f'"{spec.name}"', spec.adapter.__name__, spec.config.__name__, spec.setting.__name__):
+            assert ENGINE_SPECIFIC.search(f"if x == {word}:"), word
+    assert ENGINE_SPECIFIC.search('if name == "trtllm":') and ENGINE_SPECIFIC.search("isinstance(s, VllmSetting)")
+    assert ENGINE_SPECIFIC.search('label = "TensorRT-LLM"') and ENGINE_SPECIFIC.search("InstalledVllm.parse(out)")
+    assert not ENGINE_SPECIFIC.search("spec = registry.spec(config.engine.name)")
+    assert not ENGINE_SPECIFIC.search('simulated = "simulated"')  # a name inside a longer word is not one

@@ -177,9 +177,11 @@ def _tune_config(
     if path is None and spec is not None and spec.default_config is not None:
         cfg = spec.default_config()
     elif path is None and spec is not None:
+        embedded = ", ".join(sorted(s.name for s in registry.specs() if s.default_config is not None))
         raise ConfigError(
             f"--engine = {spec.name!r} has no embedded default (its server and model are yours to name); "
-            f"fix: pass --config FILE with engine.name: {spec.name} (examples/ has a config per engine)"
+            f"fix: pass --config FILE with engine.name: {spec.name} (examples/ has a config per engine), "
+            f"or --engine {embedded.replace(', ', ' or ')}"
         )
     else:
         cfg = load_config(path)
@@ -267,7 +269,11 @@ def tune(
     ] = None,
     engine: Annotated[
         str | None,
-        typer.Option("--engine", help="llamacpp (default) or sim: the simulator's seed grid, a model, in seconds."),
+        typer.Option(
+            "--engine",
+            help="Without --config: the engine whose embedded default runs (the default engine's CPU sweep, or "
+            "the simulator's seed grid, a model, in seconds); an engine without one says which have one.",
+        ),
     ] = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Simulator profile (with --engine sim).")] = None,
     face: Annotated[

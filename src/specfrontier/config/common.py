@@ -93,7 +93,7 @@ def startup_timeout(default: float, description: str) -> Any:
     return Field(default, gt=0, le=MAX_STARTUP_TIMEOUT_S, allow_inf_nan=False, description=description)
 
 
-class _LaunchArgs(_Strict):
+class LaunchArgs(_Strict):
     """Base of every model with `extra_args` (engine-wide or per setting) passed verbatim to a server's
     command line: the one place where those arguments are checked (`check_extra_args`).
 
@@ -104,7 +104,7 @@ class _LaunchArgs(_Strict):
         return "engine"
 
     @model_validator(mode="after")
-    def _listening_is_ours(self) -> _LaunchArgs:
+    def _listening_is_ours(self) -> LaunchArgs:
         args: tuple[str, ...] = getattr(self, "extra_args", ())
         check_extra_args(args, self._args_where())
         return self
@@ -525,6 +525,7 @@ __all__ = [
     "STORED",
     "DeployConfig",
     "ExecutorConfig",
+    "LaunchArgs",
     "LoadConfig",
     "SettingRefused",
     "TuneBase",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 import aiohttp
 
-from specfrontier.config.common import _LaunchArgs
+from specfrontier.config.common import LaunchArgs
 from specfrontier.errors import EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
@@ -143,7 +143,7 @@ class ParamNames:
     """The engine's own depth when a setting names a family but no depth (None: the depth is required)."""
 
 
-class EngineSetting(_LaunchArgs):
+class EngineSetting(LaunchArgs):
     """One server-side configuration of an engine. Subclasses declare `name` (first), their fields and
     `extra_args`, and override what differs from these defaults."""
 
@@ -255,7 +255,7 @@ class EngineSetting(_LaunchArgs):
         return params
 
 
-class EngineOptions(_LaunchArgs):
+class EngineOptions(LaunchArgs):
     """How to run one engine for every setting of a sweep. Subclasses declare `name` as a Literal of
     their registered name (the config's discriminator), `startup_timeout_s` and their own options."""
 

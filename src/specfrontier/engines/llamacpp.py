@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -35,6 +34,7 @@ from specfrontier.engines.base import (
     get_text,
     without_options,
 )
+from specfrontier.engines.probe import probe_help
 from specfrontier.engines.prometheus import parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
@@ -342,15 +342,8 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
 
     @staticmethod
     def _probe(binary: Path, option: str) -> str:
-        try:
-            done = subprocess.run(
-                [str(binary), option], capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ConfigError(
-                f"engine.binary = {str(binary)!r}: `{option}` failed ({exc}); fix: point engine.binary at llama-server"
-            ) from exc
-        text = (done.stdout + done.stderr).decode("utf-8", errors="replace")
+        where = f"engine.binary = {str(binary)!r}"
+        text = probe_help([str(binary), option], timeout_s=60, where=where, fix="point engine.binary at llama-server")
         if option == "--help" and "--port" not in text:
             raise ConfigError(
                 f"engine.binary = {str(binary)!r}: its --help does not look like llama-server's; "

@@ -22,8 +22,6 @@ Facts the adapter relies on (SGLang 0.5.23):
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +42,7 @@ from specfrontier.engines.base import (
     ScheduleFormat,
     get_json,
 )
+from specfrontier.engines.probe import help_options, probe_help
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.engines.sglang_rules import (
     DOCUMENTED_ALGORITHMS,
@@ -287,7 +286,6 @@ class SGLangTuneConfig(TuneBase):
 
 
 SPEC_DEFAULT_CAP = 48
-_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
 REQUIRED_FLAGS = ("--host", "--port", "--max-running-requests")
 ADAPTIVE_FLAGS = ("--speculative-adaptive", "--speculative-adaptive-config")
 SPEC_FLAGS = (
@@ -331,7 +329,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
     def __init__(self, engine: EngineOptions, *, help_text: str | None = None) -> None:
         self.engine = engine
         self._help_text = help_text
-        self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
+        self._flags = help_options(help_text or "")
 
     def gpus_per_server(self) -> int:
         return self.engine.tp_size if isinstance(self.engine, SGLangEngine) else 0  # the simulator's face: none
@@ -358,15 +356,13 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     def prepare(self, settings: tuple[SGLangSetting, ...]) -> None:
         if self._help_text is None:
-            argv = [*self._launcher()[:3], "--help"]
-            try:
-                done = subprocess.run(argv, capture_output=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise ConfigError(
-                    f"engine: `{' '.join(argv)}` failed ({exc}); fix: install sglang or set engine.python"
-                ) from exc
-            self._help_text = (done.stdout + done.stderr).decode("utf-8", errors="replace")
-            self._flags = frozenset(_FLAG.findall(self._help_text))
+            self._help_text = probe_help(
+                [*self._launcher()[:3], "--help"],
+                timeout_s=120,
+                where="engine",
+                fix="install sglang or set engine.python",
+            )
+            self._flags = help_options(self._help_text)
         missing = [f for f in REQUIRED_FLAGS if f not in self._flags]
         if any(s.speculative for s in settings):
             missing += [f for f in SPEC_FLAGS if f not in self._flags]

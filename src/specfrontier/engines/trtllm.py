@@ -81,10 +81,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shlex
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +104,7 @@ from specfrontier.engines.base import (
     ScheduleFormat,
     get_json,
 )
+from specfrontier.engines.probe import help_options, probe_help
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.engines.trtllm_tree import TREE_KEYS, check_tree
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
@@ -588,7 +587,6 @@ def capacity_from_iteration(entry: Mapping[str, Any]) -> Capacity:
     return Capacity(value, source)
 
 
-_FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*)")
 REQUIRED_FLAGS = ("--host", "--port", "--backend", "--max_batch_size")
 OPTIONS_FLAGS = ("--config", "--extra_llm_api_options")
 TP_FLAGS = ("--tp_size", "--tensor_parallel_size")
@@ -619,7 +617,7 @@ class TrtllmAdapter(EngineAdapter[TrtllmSetting]):
     def __init__(self, engine: EngineOptions, *, help_text: str | None = None) -> None:
         self.engine = engine
         self._help_text = help_text
-        self._flags: frozenset[str] = frozenset(_FLAG.findall(help_text)) if help_text is not None else frozenset()
+        self._flags = help_options(help_text or "")
 
     def gpus_per_server(self) -> int:
         return self.options.tp_size
@@ -650,15 +648,14 @@ class TrtllmAdapter(EngineAdapter[TrtllmSetting]):
                     f"engine.binary = {launcher[0]!r}: not found; fix: install TensorRT-LLM (pip install "
                     "tensorrt_llm) in this environment, or point engine.binary/engine.launcher at its trtllm-serve"
                 )
-            argv = [*launcher, "serve", "--help"]
-            try:
-                done = subprocess.run(argv, capture_output=True, timeout=600, check=False, stdin=subprocess.DEVNULL)
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise DependencyError(
-                    f"engine: `{shlex.join(argv)}` failed ({exc}); fix: install TensorRT-LLM or set engine.launcher"
-                ) from exc
-            self._help_text = (done.stdout + done.stderr).decode("utf-8", errors="replace")
-            self._flags = frozenset(_FLAG.findall(self._help_text))
+            self._help_text = probe_help(
+                [*launcher, "serve", "--help"],
+                timeout_s=600,
+                where="engine",
+                fix="install TensorRT-LLM or set engine.launcher",
+                error=DependencyError,
+            )
+            self._flags = help_options(self._help_text)
         missing = [f for f in REQUIRED_FLAGS if f not in self._flags]
         if not any(f in self._flags for f in OPTIONS_FLAGS):
             missing.append("/".join(OPTIONS_FLAGS))

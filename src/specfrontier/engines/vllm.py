@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ from specfrontier.engines.base import (
     get_text,
     without_options,
 )
+from specfrontier.engines.probe import run_probe
 from specfrontier.engines.prometheus import Sample, counter, parse_metrics, spec_decode_counters
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
@@ -454,19 +454,17 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
 
     @staticmethod
     def _probe(python: Path) -> InstalledVllm:
+        done = run_probe(
+            [str(python), "-c", _PROBE],
+            timeout_s=300,
+            where=f"engine.python = {str(python)!r}",
+            shown=f"{python} -c <the vLLM probe>",
+            fix="point it at Python",
+        )
         try:
-            done = subprocess.run(
-                [str(python), "-c", _PROBE], capture_output=True, timeout=300, check=False, stdin=subprocess.DEVNULL
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ConfigError(
-                f"engine.python = {str(python)!r}: could not run it ({exc}); fix: point it at Python"
-            ) from exc
-        output = done.stdout.decode("utf-8", errors="replace")
-        try:
-            return InstalledVllm.parse(output)
+            return InstalledVllm.parse(done.stdout)
         except (ValueError, KeyError, TypeError) as exc:
-            last = (done.stderr.decode("utf-8", errors="replace").strip().splitlines() or ["(no output)"])[-1]
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise DependencyError(
                 f"engine.python = {str(python)!r}: vLLM does not import there ({last}); "
                 "fix: run scripts/install.sh --vllm or point engine.python at a Python that has vLLM"

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import specfrontier
-from specfrontier.engines.registry import vocabulary
+from specfrontier.engines.registry import engine_names, vocabulary
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.cells import setting_params
 from specfrontier.store import ImportedCellRow, Store
@@ -135,7 +135,7 @@ def _positions(value: Any, where: str) -> tuple[float, ...]:
 def _engine(value: Any, where: str) -> str:
     engine = str(value).strip().lower()
     if not _ENGINE.match(engine):
-        raise _fail(where, f"engine = {value!r}: not an engine name", "write e.g. sglang, vllm or llamacpp")
+        raise _fail(where, f"engine = {value!r}: not an engine name", f"write one such as {', '.join(engine_names())}")
     return engine
 
 

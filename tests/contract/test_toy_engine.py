@@ -1,11 +1,12 @@
-"""A toy engine, in one file plus its registration: the proof that adding an engine needs nothing else.
+"""A toy engine under the contract, in this one file: the proof that adding an engine needs nothing else.
 
 It has its own settings (`draft`: tokens drafted per step, its depth), options, tune config and adapter,
-and a tiny OpenAI-compatible server (run this file as a script) that streams placeholder tokens, reports
+and a tiny OpenAI-compatible server (this file run as a script) that streams placeholder tokens, reports
 per-request draft counts in its final chunk (`toy_spec`), its capacity on `/toy_info` and cumulative
-counters on `/toy_counters`. `SPEC` and `NAMES` are its registration: the contract suite registers them
-for its own tests only (`registered_toy`, so no other test sees a fifth engine) and then runs on the toy
-engine unchanged, like on every built-in engine.
+counters on `/toy_counters`. `SPEC` and `NAMES` are its registration; `TestToyEngineContract` hands them
+to the contract (`registration`), which registers the toy engine around each of this class's tests only,
+so no other test sees a fifth engine, and runs every check on it as on the built-in engines. No other
+file names it: `test_every_engine.py` finds the class by itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +24,8 @@ import aiohttp
 from aiohttp import web
 from pydantic import Field
 
+from contract import engine_contract
+from contract.engine_contract import LiveEngineContract
 from specfrontier.config.common import TuneBase
 from specfrontier.engines.base import (
     Capacity,
@@ -32,7 +36,7 @@ from specfrontier.engines.base import (
     ParamNames,
     get_json,
 )
-from specfrontier.engines.registry import EngineSpec, register
+from specfrontier.engines.registry import EngineSpec
 from specfrontier.records import RequestSpecStats, SpecCounters
 
 
@@ -89,6 +93,11 @@ class ToyAdapter(EngineAdapter[ToySetting]):
     def version(self) -> str:
         return "toy 1"
 
+    def environment(self) -> dict[str, str]:
+        """The server is this file run as a script: it imports the contract suite, as its tests do."""
+        paths = [str(Path(engine_contract.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
+        return {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: ToySetting) -> Capacity:
         info = await get_json(session, f"{base_url}/toy_info")
         return Capacity(int(info["slots"]), "toy /toy_info slots")
@@ -132,9 +141,12 @@ SPEC = EngineSpec(
 NAMES = ParamNames(depth=("draft",), draft_length=("draft",))
 
 
-def register_toy() -> EngineSpec:
-    """The registration: one call, as every engine module makes at import."""
-    return register(SPEC, NAMES)
+class TestToyEngineContract(LiveEngineContract):
+    engine = "toy"
+    registration = (SPEC, NAMES)
+    options: ClassVar[dict[str, Any]] = {"name": "toy"}
+    baseline: ClassVar[dict[str, Any]] = {"name": "none"}
+    speculative: ClassVar[dict[str, Any]] = {"name": "d3", "draft": 3}
 
 
 # -- the toy server (run as a script) ------------------------------------------------------------------
