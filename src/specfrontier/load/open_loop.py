@@ -169,41 +169,6 @@ def _scheduled_rate(offsets: Sequence[float]) -> float | None:
     return (len(offsets) - 1) / span if len(offsets) >= 2 and span > 0 else None
 
 
-async def measure_open_loop(
-    client: StreamingClient,
-    prompts: Sequence[Prompt],
-    sampling: Sampling,
-    *,
-    rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    requests: int | None = None,
-    duration_s: float | None = None,
-    warmup_s: float = 0.0,
-    cooldown_s: float = 0.0,
-    max_in_flight: int | None = None,
-) -> tuple[list[RequestRecord], dict[str, Any]]:
-    """One open-loop cell: send the whole schedule; return the measured records and how it went.
-
-    The facts (stored with the cell) say what was asked (target rate, burstiness, seed, span) and what
-    happened: requests sent and measured, the send rate the measured requests were scheduled at (a random
-    schedule's own rate differs from the target, more so for few requests) and the rate achieved, cap
-    waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
-    schedule is visible rather than silently turning the load into something else.
-    """
-    return await measure_schedule(
-        lambda offsets: run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight),
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
-
-
 async def measure_schedule(
     send: Callable[[tuple[float, ...]], Awaitable[OpenLoopResult]],
     *,
@@ -218,8 +183,14 @@ async def measure_schedule(
 ) -> tuple[list[RequestRecord], dict[str, Any]]:
     """Plan one open-loop cell's schedule, let `send` carry it out, keep the measured requests and the facts.
 
-    One place for the plan and the facts whoever sends (this process, or several client workers), so
-    the stored cell means the same thing either way.
+    One place for the plan and the facts whoever sends (this process with `run_open_loop`, or several client
+    workers: `load.workers.measure_open_loop` does either), so the stored cell means the same thing either way.
+
+    The facts (stored with the cell) say what was asked (target rate, burstiness, seed, span) and what
+    happened: requests sent and measured, the send rate the measured requests were scheduled at (a random
+    schedule's own rate differs from the target, more so for few requests) and the rate achieved, cap
+    waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
+    schedule is visible rather than silently turning the load into something else.
     """
     offsets, span, chosen = plan_schedule(
         rate,
@@ -317,7 +288,6 @@ def schedule_facts(
 __all__ = [
     "OpenLoopResult",
     "arrival_offsets",
-    "measure_open_loop",
     "measure_schedule",
     "measured_indices",
     "measured_span_rate",

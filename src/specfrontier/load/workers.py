@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import math
 import multiprocessing
 import os
@@ -45,8 +46,7 @@ from specfrontier.errors import EngineStalled
 from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.load.closed_loop import more_to_send, run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
-from specfrontier.load.open_loop import OpenLoopResult, measure_schedule
-from specfrontier.load.open_loop import measure_open_loop as measure_open_loop_in_process
+from specfrontier.load.open_loop import OpenLoopResult, measure_schedule, run_open_loop
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
 from specfrontier.units import NS_PER_MS, ns_to_s, s_to_ns
 
@@ -412,27 +412,28 @@ async def measure_open_loop(
     max_in_flight: int | None = None,
     workers: int = 1,
 ) -> tuple[list[RequestRecord], dict[str, Any], ClientHealth]:
-    """One open-loop cell (see `load.open_loop.measure_open_loop`) with its client health, in this
-    process or with request i sent by worker i mod `workers`; the stored facts add `client_workers`."""
+    """One open-loop cell (the schedule, the measured requests and the facts: `load.open_loop.measure_schedule`)
+    with its client health, in this process or with request i sent by worker i mod `workers`; the stored facts
+    add `client_workers`."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    schedule = functools.partial(
+        measure_schedule,
+        rate=rate,
+        burstiness=burstiness,
+        seed=seed,
+        requests=requests,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        cooldown_s=cooldown_s,
+        max_in_flight=max_in_flight,
+    )
     if workers == 1:
-        (records, facts), health = await monitored(
-            client,
-            measure_open_loop_in_process(
-                client,
-                prompts,
-                sampling,
-                rate=rate,
-                burstiness=burstiness,
-                seed=seed,
-                requests=requests,
-                duration_s=duration_s,
-                warmup_s=warmup_s,
-                cooldown_s=cooldown_s,
-                max_in_flight=max_in_flight,
-            ),
-        )
+
+        async def send_here(offsets: tuple[float, ...]) -> OpenLoopResult:
+            return await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
+
+        (records, facts), health = await monitored(client, schedule(send_here))
         return records, {**facts, "client_workers": 1}, health
     if not prompts:
         raise ValueError("prompts must not be empty")
@@ -470,17 +471,7 @@ async def measure_open_loop(
             tuple(_merge(results, len(offsets))), tuple(scheduled), sum(r.cap_waits for r in results), max_in_flight
         )
 
-    records, facts = await measure_schedule(
-        send,
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
+    records, facts = await schedule(send)
     return records, {**facts, "client_workers": used}, ClientHealth.of([r.health for r in results])
 
 

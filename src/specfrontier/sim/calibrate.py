@@ -120,7 +120,7 @@ def with_parameters(profile: SimProfile, values: dict[str, float], workload: str
     return SimProfile.model_validate(data)
 
 
-def fit_capacity(profile: SimProfile, reported: Sequence[tuple[int, int]]) -> SimProfile:
+def fit_profile_capacity(profile: SimProfile, reported: Sequence[tuple[int, int]]) -> SimProfile:
     """The profile with (S0, M) reproducing every reported (steps, max_running_requests), when one exists.
 
     Reports at SGLang's speculation default cap say nothing about the law and are left out; the
@@ -218,7 +218,7 @@ def calibrate(
             f"calibrate: fit = {unknown[0]!r}: not a fittable parameter; fix: use some of {sorted(PARAMETER_BOUNDS)}"
         )
     profile.workload(proto.workload, where="calibrate")  # an unknown class fails here, before any work
-    fitted = fit_capacity(profile, measurements.max_running_requests)
+    fitted = fit_profile_capacity(profile, measurements.max_running_requests)
     targets = _targets(measurements)
     measured = np.asarray([t[3] for t in targets])
     names = list(fit)
@@ -321,7 +321,7 @@ __all__ = [
     "TableRow",
     "calibrate",
     "calibrate_main",
-    "fit_capacity",
+    "fit_profile_capacity",
     "predict_table",
     "render_table",
     "simulate_targets",

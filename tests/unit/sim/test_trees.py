@@ -11,7 +11,7 @@ import pytest
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.sim import SimProfile, load_profile
 from specfrontier.sim.acceptance import chain_rates
-from specfrontier.sim.costs import capacity, cycle_time_ms
+from specfrontier.sim.costs import capacity, setting_cycle_ms
 from specfrontier.sim.protocol import sim_setting
 from specfrontier.sim.setting import ResolvedSetting, resolve_setting
 from specfrontier.sim.virtual import simulate_resolved_cell
@@ -52,7 +52,7 @@ def test_simulated_acceptance_length_is_the_theory_tree_tau(
 
 def test_tree_verifies_its_draft_tokens_and_reserves_state_per_draft_token(profile: SimProfile) -> None:
     chain, tree = _tree(3, 1, 4), _tree(3, 4, 16)
-    assert cycle_time_ms(profile, tree, 8) > cycle_time_ms(profile, chain, 8)
+    assert setting_cycle_ms(profile, tree, 8) > setting_cycle_ms(profile, chain, 8)
     assert (capacity(profile, chain), capacity(profile, tree)) == (17, 5)  # floor(106 / (2 + D))
 
 
