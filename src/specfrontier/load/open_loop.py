@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,23 +134,43 @@ async def run_open_loop(
             "so arrivals beyond it would wait in the client unseen; fix: give the session "
             "aiohttp.TCPConnector(limit=0, limit_per_host=0) or let StreamingClient create it"
         )
-    slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
-    records: list[RequestRecord | None] = [None] * len(offsets)
     start_ns = time.perf_counter_ns()
     scheduled = tuple(start_ns + s_to_ns(t) for t in offsets)
+    sent, cap_waits = await send_on_schedule(client, prompts, sampling, enumerate(scheduled), max_in_flight)
+    records: list[RequestRecord | None] = [None] * len(offsets)
+    for index, record in sent:
+        records[index] = record
+    done = tuple(r for r in records if r is not None)
+    assert len(done) == len(offsets), "every scheduled request was sent once"
+    return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
+
+
+async def send_on_schedule(
+    client: StreamingClient,
+    prompts: Sequence[Prompt],
+    sampling: Sampling,
+    due: Iterable[tuple[int, int]],
+    max_in_flight: int | None,
+) -> tuple[list[tuple[int, RequestRecord]], int]:
+    """Send request i (prompt i mod n) at its due `time.perf_counter_ns()`, for each (i, due) in order,
+    without waiting for earlier ones: (i, record) pairs as they end, and the cap waits (a request due while
+    `max_in_flight` are in flight waits for a slot). The one send loop of this process and of every client
+    worker (`load.workers`), so both keep a schedule the same way."""
+    slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
+    out: list[tuple[int, RequestRecord]] = []
     cap_waits = 0
 
     async def one(index: int) -> None:
         try:
-            records[index] = await client.send(prompts[index % len(prompts)], sampling)
+            out.append((index, await client.send(prompts[index % len(prompts)], sampling)))
         finally:
             if slots is not None:
                 slots.release()
 
     with stall_guard():
         async with asyncio.TaskGroup() as group:
-            for index, due in enumerate(scheduled):
-                delay = ns_to_s(due - time.perf_counter_ns())
+            for index, due_ns in due:
+                delay = ns_to_s(due_ns - time.perf_counter_ns())
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if slots is not None:
@@ -158,9 +178,7 @@ async def run_open_loop(
                         cap_waits += 1
                     await slots.acquire()
                 group.create_task(one(index))
-    done = tuple(r for r in records if r is not None)
-    assert len(done) == len(offsets), "every scheduled request was sent once"
-    return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
+    return out, cap_waits
 
 
 def _scheduled_rate(offsets: Sequence[float]) -> float | None:
@@ -294,4 +312,5 @@ __all__ = [
     "plan_schedule",
     "run_open_loop",
     "schedule_facts",
+    "send_on_schedule",
 ]

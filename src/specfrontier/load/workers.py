@@ -46,9 +46,9 @@ from specfrontier.errors import EngineStalled
 from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.load.closed_loop import more_to_send, run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
-from specfrontier.load.open_loop import OpenLoopResult, measure_schedule, run_open_loop
+from specfrontier.load.open_loop import OpenLoopResult, measure_schedule, run_open_loop, send_on_schedule
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
-from specfrontier.units import NS_PER_MS, ns_to_s, s_to_ns
+from specfrontier.units import NS_PER_MS, s_to_ns
 
 T = TypeVar("T")
 
@@ -218,29 +218,8 @@ async def _run_closed_job(
 
 
 async def _run_open_job(client: StreamingClient, job: _OpenJob) -> tuple[list[tuple[int, RequestRecord]], int]:
-    slots = asyncio.Semaphore(job.max_in_flight) if job.max_in_flight is not None else None
-    out: list[tuple[int, RequestRecord]] = []
-    cap_waits = 0
-
-    async def one(index: int) -> None:
-        try:
-            out.append((index, await client.send(job.prompts[index % len(job.prompts)], job.sampling)))
-        finally:
-            if slots is not None:
-                slots.release()
-
-    with stall_guard():
-        async with asyncio.TaskGroup() as group:
-            for index, due in zip(job.indices, job.scheduled_ns, strict=True):
-                delay = ns_to_s(due - time.perf_counter_ns())
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if slots is not None:
-                    if slots.locked():
-                        cap_waits += 1
-                    await slots.acquire()
-                group.create_task(one(index))
-    return out, cap_waits
+    due = zip(job.indices, job.scheduled_ns, strict=True)
+    return await send_on_schedule(client, job.prompts, job.sampling, due, job.max_in_flight)
 
 
 async def _run_job(spec: ClientSpec, job: _ClosedJob | _OpenJob, counter: Synchronized[int]) -> _WorkerResult:
