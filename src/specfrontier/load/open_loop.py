@@ -187,16 +187,38 @@ def _scheduled_rate(offsets: Sequence[float]) -> float | None:
     return (len(offsets) - 1) / span if len(offsets) >= 2 and span > 0 else None
 
 
+@dataclass(frozen=True, slots=True)
+class OpenLoopSchedule:
+    """What one open-loop cell asks for: arrivals at `rate` req/s (gamma gaps of shape `burstiness`, drawn
+    from `seed`) for `requests` requests or `duration_s` seconds, the first `warmup_s` and last `cooldown_s`
+    of the span sent but not measured (module docstring)."""
+
+    rate: float
+    burstiness: float = 1.0
+    seed: int = 0
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+
+    def plan(self) -> tuple[tuple[float, ...], float, list[int]]:
+        """(send offsets, span, indices measured); refuses a cell with none measured."""
+        offsets = arrival_offsets(
+            self.rate, burstiness=self.burstiness, seed=self.seed, requests=self.requests, duration_s=self.duration_s
+        )
+        span = self.duration_s if self.duration_s is not None else (offsets[-1] if offsets else 0.0)
+        chosen = measured_indices(offsets, span_s=span, warmup_s=self.warmup_s, cooldown_s=self.cooldown_s)
+        if not chosen:
+            raise ValueError(
+                f"rate {self.rate} req/s: no request is scheduled between warmup ({self.warmup_s} s) and cooldown "
+                f"({self.cooldown_s} s) of a {span:.1f} s schedule; raise the duration or the request count"
+            )
+        return offsets, span, chosen
+
+
 async def measure_schedule(
     send: Callable[[tuple[float, ...]], Awaitable[OpenLoopResult]],
-    *,
-    rate: float,
-    burstiness: float,
-    seed: int,
-    requests: int | None,
-    duration_s: float | None,
-    warmup_s: float,
-    cooldown_s: float,
+    schedule: OpenLoopSchedule,
     max_in_flight: int | None,
 ) -> tuple[list[RequestRecord], dict[str, Any]]:
     """Plan one open-loop cell's schedule, let `send` carry it out, keep the measured requests and the facts.
@@ -210,51 +232,10 @@ async def measure_schedule(
     waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
     schedule is visible rather than silently turning the load into something else.
     """
-    offsets, span, chosen = plan_schedule(
-        rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-    )
+    offsets, span, chosen = schedule.plan()
     result = await send(offsets)
-    facts = schedule_facts(
-        result,
-        offsets,
-        chosen,
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        span=span,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
+    facts = schedule_facts(result, offsets, chosen, schedule, span=span, max_in_flight=max_in_flight)
     return [result.records[i] for i in chosen], facts
-
-
-def plan_schedule(
-    rate: float,
-    *,
-    burstiness: float,
-    seed: int,
-    requests: int | None,
-    duration_s: float | None,
-    warmup_s: float,
-    cooldown_s: float,
-) -> tuple[tuple[float, ...], float, list[int]]:
-    """(send offsets, span, indices measured) of one open-loop cell; refuses a cell with none measured."""
-    offsets = arrival_offsets(rate, burstiness=burstiness, seed=seed, requests=requests, duration_s=duration_s)
-    span = duration_s if duration_s is not None else (offsets[-1] if offsets else 0.0)
-    chosen = measured_indices(offsets, span_s=span, warmup_s=warmup_s, cooldown_s=cooldown_s)
-    if not chosen:
-        raise ValueError(
-            f"rate {rate} req/s: no request is scheduled between warmup ({warmup_s} s) and cooldown "
-            f"({cooldown_s} s) of a {span:.1f} s schedule; raise the duration or the request count"
-        )
-    return offsets, span, chosen
 
 
 def measured_span_rate(result: OpenLoopResult, chosen: Sequence[int]) -> tuple[float, float] | None:
@@ -271,25 +252,21 @@ def schedule_facts(
     result: OpenLoopResult,
     offsets: Sequence[float],
     chosen: Sequence[int],
+    schedule: OpenLoopSchedule,
     *,
-    rate: float,
-    burstiness: float,
-    seed: int,
     span: float,
-    warmup_s: float,
-    cooldown_s: float,
     max_in_flight: int | None,
 ) -> dict[str, Any]:
     """What was asked of one open-loop cell and how the schedule was kept (stored with the cell)."""
     lags = np.asarray(result.send_lag_ms())
     span_rate = measured_span_rate(result, chosen)
     return {
-        "target_rate": rate,
-        "burstiness": burstiness,
-        "seed": seed,
+        "target_rate": schedule.rate,
+        "burstiness": schedule.burstiness,
+        "seed": schedule.seed,
         "span_s": span,
-        "warmup_s": warmup_s,
-        "cooldown_s": cooldown_s,
+        "warmup_s": schedule.warmup_s,
+        "cooldown_s": schedule.cooldown_s,
         "sent": len(result.records),
         "measured": len(chosen),
         "scheduled_rate": _scheduled_rate([offsets[i] for i in chosen]),
@@ -305,11 +282,11 @@ def schedule_facts(
 
 __all__ = [
     "OpenLoopResult",
+    "OpenLoopSchedule",
     "arrival_offsets",
     "measure_schedule",
     "measured_indices",
     "measured_span_rate",
-    "plan_schedule",
     "run_open_loop",
     "schedule_facts",
     "send_on_schedule",

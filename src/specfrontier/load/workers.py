@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import functools
 import math
 import multiprocessing
 import os
@@ -46,7 +45,13 @@ from specfrontier.errors import EngineStalled
 from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.load.closed_loop import more_to_send, run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
-from specfrontier.load.open_loop import OpenLoopResult, measure_schedule, run_open_loop, send_on_schedule
+from specfrontier.load.open_loop import (
+    OpenLoopResult,
+    OpenLoopSchedule,
+    measure_schedule,
+    run_open_loop,
+    send_on_schedule,
+)
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
 from specfrontier.units import NS_PER_MS, s_to_ns
 
@@ -396,23 +401,13 @@ async def measure_open_loop(
     add `client_workers`."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    schedule = functools.partial(
-        measure_schedule,
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
+    schedule = OpenLoopSchedule(rate, burstiness, seed, requests, duration_s, warmup_s, cooldown_s)
     if workers == 1:
 
         async def send_here(offsets: tuple[float, ...]) -> OpenLoopResult:
             return await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
 
-        (records, facts), health = await monitored(client, schedule(send_here))
+        (records, facts), health = await monitored(client, measure_schedule(send_here, schedule, max_in_flight))
         return records, {**facts, "client_workers": 1}, health
     if not prompts:
         raise ValueError("prompts must not be empty")
@@ -450,7 +445,7 @@ async def measure_open_loop(
             tuple(_merge(results, len(offsets))), tuple(scheduled), sum(r.cap_waits for r in results), max_in_flight
         )
 
-    records, facts = await schedule(send)
+    records, facts = await measure_schedule(send, schedule, max_in_flight)
     return records, {**facts, "client_workers": used}, ClientHealth.of([r.health for r in results])
 
 
