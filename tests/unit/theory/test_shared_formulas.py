@@ -5,8 +5,6 @@ drifts from the theory in `sim/` or `perfmodel/` shows here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from specfrontier.perfmodel.cycle import features
@@ -25,26 +23,13 @@ from specfrontier.theory.throughput import (
 )
 
 
-@dataclass(frozen=True)
-class _Costs:
-    base_ms: float = 8.0
-    request_ms: float = 0.25
-    spec_overhead_ms: float = 1.5
-    draft_step_ms: float = 0.75
-    draft_token_ms: float = 0.125
-    expert_ms: float = 0.0
-    verify_token_ms: float = 0.0
-    compute_knee_tokens: float = 1e9
-    compute_token_ms: float = 0.0
-
-
 def test_the_cycle_time_is_its_columns_weighed_by_the_costs() -> None:
     """theory.cycle_time_ms and the fitted model's design row use the same columns: a row weighed with the
     profile's costs is the simulator's cycle time."""
-    costs = _Costs()
+    costs = load_profile("seed-qwen3.5-122b-a10b").cycle.model_copy(update={"expert_ms": 0.0, "compute_token_ms": 0.0})
     params = SettingParams(steps=3, topk=2, draft_tokens=6, family="eagle3")
     row = features("dense", None, ["eagle3"], 5, params)
-    coefficients = [costs.base_ms, costs.request_ms, costs.draft_step_ms, costs.draft_token_ms, 0.0]
+    coefficients = [costs.base_ms, costs.request_ms, costs.draft_step_ms, costs.draft_token_ms, costs.verify_token_ms]
     expected = cycle_time_ms(costs, 5, True, 3, 2, 6, 1, 1) - costs.spec_overhead_ms
     assert float(row @ coefficients) == pytest.approx(expected)
     assert request_terms(5) == [1.0, 5] and draft_terms(3, 5, 2) == [3.0, 30]
