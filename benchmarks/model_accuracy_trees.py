@@ -6,7 +6,7 @@ topk 1 the chain's steps + 1; at steps 1 the largest the bound allows), 67 setti
 16, 32, 64. Two profiles: `moe` (the seed deployment: Qwen3.5-122B-A10B, MoE expert coverage, compute
 knee at 48 verified tokens, hybrid-state capacity law) and `dense` (the same made dense, knee at 128).
 
-Cells are simulated directly from the resolved setting (`sim.virtual.simulate_resolved_cell`): the
+Cells are simulated directly from the resolved setting (`sim.virtual.simulate_cell`): the
 simulator's setting resolution still carries the old bound num_steps * topk + 1 on this branch, which
 refuses SGLang's own documented trees (3, 4, 16), and the space needs them. Cells are short (8 rounds of
 512 output tokens, at least 128 requests, one repeat), so the "truth" carries some noise of its own.
@@ -38,7 +38,7 @@ from specfrontier.perfmodel.types import ModelCell, SettingParams
 from specfrontier.sim import SimProfile, load_profile
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.setting import ResolvedSetting
-from specfrontier.sim.virtual import simulate_resolved_cell
+from specfrontier.sim.virtual import simulate_cell
 from specfrontier.theory.cycle import routing_ratio
 from specfrontier.theory.tree_bound import max_verified_tokens
 
@@ -97,7 +97,7 @@ def simulate_space(name: str, levels: Sequence[int]) -> list[ModelCell]:
         resolved = _resolved(profile, p)
         cap = capacity(profile, resolved)
         for c in levels:
-            records = simulate_resolved_cell(
+            records = simulate_cell(
                 profile, resolved, concurrency=c, num_requests=max(ROUNDS * c, MIN_REQUESTS), workload="synthetic",
                 temperature=0.0, ignore_eos=True, input_tokens=128, max_tokens=MAX_TOKENS, warmup_requests=c,
                 seed=1000 * i + c,

@@ -91,7 +91,7 @@ def run_schedule(
 ) -> None:
     """Print (and with `output`, write) the schedule, its launch command and the static choices."""
     from specfrontier.analysis.schedule_check import schedule_summary_lines
-    from specfrontier.schedules import depth_schedule, static_choices, stored_setting
+    from specfrontier.schedules import depth_schedule, run_setting, static_choices
 
     _format(engine)  # an unknown format is refused before anything is printed
     if output is not None:
@@ -111,7 +111,7 @@ def run_schedule(
             "launch the static setting:"
         )
         launch = _launch(data, fmt, None, only.setting)
-        setting = stored_setting(data, only.setting)
+        setting = run_setting(data, only.setting)
         console.print(f"    {escape(fmt.static_command(setting, launch, model=model, draft_model=draft))}")
         if launch is not None and launch.note():
             console.print(f"    ({escape(launch.note())})")
@@ -144,7 +144,7 @@ def run_schedule(
             console.print(f"  {choice.workload}: none ({escape(choice.figure)})")
             continue
         console.print(f"  {choice.workload}: {escape(choice.setting)}, {escape(choice.figure)}")
-        setting = stored_setting(data, choice.setting)
+        setting = run_setting(data, choice.setting)
         launch = _launch(data, fmt, None, choice.setting)
         console.print(f"    {escape(fmt.static_command(setting, launch, model=model, draft_model=draft))}")
         if launch is not None and launch.note():

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,23 +134,43 @@ async def run_open_loop(
             "so arrivals beyond it would wait in the client unseen; fix: give the session "
             "aiohttp.TCPConnector(limit=0, limit_per_host=0) or let StreamingClient create it"
         )
-    slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
-    records: list[RequestRecord | None] = [None] * len(offsets)
     start_ns = time.perf_counter_ns()
     scheduled = tuple(start_ns + s_to_ns(t) for t in offsets)
+    sent, cap_waits = await send_on_schedule(client, prompts, sampling, enumerate(scheduled), max_in_flight)
+    records: list[RequestRecord | None] = [None] * len(offsets)
+    for index, record in sent:
+        records[index] = record
+    done = tuple(r for r in records if r is not None)
+    assert len(done) == len(offsets), "every scheduled request was sent once"
+    return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
+
+
+async def send_on_schedule(
+    client: StreamingClient,
+    prompts: Sequence[Prompt],
+    sampling: Sampling,
+    due: Iterable[tuple[int, int]],
+    max_in_flight: int | None,
+) -> tuple[list[tuple[int, RequestRecord]], int]:
+    """Send request i (prompt i mod n) at its due `time.perf_counter_ns()`, for each (i, due) in order,
+    without waiting for earlier ones: (i, record) pairs as they end, and the cap waits (a request due while
+    `max_in_flight` are in flight waits for a slot). The one send loop of this process and of every client
+    worker (`load.workers`), so both keep a schedule the same way."""
+    slots = asyncio.Semaphore(max_in_flight) if max_in_flight is not None else None
+    out: list[tuple[int, RequestRecord]] = []
     cap_waits = 0
 
     async def one(index: int) -> None:
         try:
-            records[index] = await client.send(prompts[index % len(prompts)], sampling)
+            out.append((index, await client.send(prompts[index % len(prompts)], sampling)))
         finally:
             if slots is not None:
                 slots.release()
 
     with stall_guard():
         async with asyncio.TaskGroup() as group:
-            for index, due in enumerate(scheduled):
-                delay = ns_to_s(due - time.perf_counter_ns())
+            for index, due_ns in due:
+                delay = ns_to_s(due_ns - time.perf_counter_ns())
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if slots is not None:
@@ -158,9 +178,7 @@ async def run_open_loop(
                         cap_waits += 1
                     await slots.acquire()
                 group.create_task(one(index))
-    done = tuple(r for r in records if r is not None)
-    assert len(done) == len(offsets), "every scheduled request was sent once"
-    return OpenLoopResult(done, scheduled, cap_waits, max_in_flight)
+    return out, cap_waits
 
 
 def _scheduled_rate(offsets: Sequence[float]) -> float | None:
@@ -169,21 +187,44 @@ def _scheduled_rate(offsets: Sequence[float]) -> float | None:
     return (len(offsets) - 1) / span if len(offsets) >= 2 and span > 0 else None
 
 
-async def measure_open_loop(
-    client: StreamingClient,
-    prompts: Sequence[Prompt],
-    sampling: Sampling,
-    *,
-    rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    requests: int | None = None,
-    duration_s: float | None = None,
-    warmup_s: float = 0.0,
-    cooldown_s: float = 0.0,
-    max_in_flight: int | None = None,
+@dataclass(frozen=True, slots=True)
+class OpenLoopSchedule:
+    """What one open-loop cell asks for: arrivals at `rate` req/s (gamma gaps of shape `burstiness`, drawn
+    from `seed`) for `requests` requests or `duration_s` seconds, the first `warmup_s` and last `cooldown_s`
+    of the span sent but not measured (module docstring)."""
+
+    rate: float
+    burstiness: float = 1.0
+    seed: int = 0
+    requests: int | None = None
+    duration_s: float | None = None
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+
+    def plan(self) -> tuple[tuple[float, ...], float, list[int]]:
+        """(send offsets, span, indices measured); refuses a cell with none measured."""
+        offsets = arrival_offsets(
+            self.rate, burstiness=self.burstiness, seed=self.seed, requests=self.requests, duration_s=self.duration_s
+        )
+        span = self.duration_s if self.duration_s is not None else (offsets[-1] if offsets else 0.0)
+        chosen = measured_indices(offsets, span_s=span, warmup_s=self.warmup_s, cooldown_s=self.cooldown_s)
+        if not chosen:
+            raise ValueError(
+                f"rate {self.rate} req/s: no request is scheduled between warmup ({self.warmup_s} s) and cooldown "
+                f"({self.cooldown_s} s) of a {span:.1f} s schedule; raise the duration or the request count"
+            )
+        return offsets, span, chosen
+
+
+async def measure_schedule(
+    send: Callable[[tuple[float, ...]], Awaitable[OpenLoopResult]],
+    schedule: OpenLoopSchedule,
+    max_in_flight: int | None,
 ) -> tuple[list[RequestRecord], dict[str, Any]]:
-    """One open-loop cell: send the whole schedule; return the measured records and how it went.
+    """Plan one open-loop cell's schedule, let `send` carry it out, keep the measured requests and the facts.
+
+    One place for the plan and the facts whoever sends (this process with `run_open_loop`, or several client
+    workers: `load.workers.measure_open_loop` does either), so the stored cell means the same thing either way.
 
     The facts (stored with the cell) say what was asked (target rate, burstiness, seed, span) and what
     happened: requests sent and measured, the send rate the measured requests were scheduled at (a random
@@ -191,81 +232,10 @@ async def measure_open_loop(
     waits and the send lag (actual - scheduled send time) p50/p99, so a client or cap that could not keep the
     schedule is visible rather than silently turning the load into something else.
     """
-    return await measure_schedule(
-        lambda offsets: run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight),
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
-
-
-async def measure_schedule(
-    send: Callable[[tuple[float, ...]], Awaitable[OpenLoopResult]],
-    *,
-    rate: float,
-    burstiness: float,
-    seed: int,
-    requests: int | None,
-    duration_s: float | None,
-    warmup_s: float,
-    cooldown_s: float,
-    max_in_flight: int | None,
-) -> tuple[list[RequestRecord], dict[str, Any]]:
-    """Plan one open-loop cell's schedule, let `send` carry it out, keep the measured requests and the facts.
-
-    One place for the plan and the facts whoever sends (this process, or several client workers), so
-    the stored cell means the same thing either way.
-    """
-    offsets, span, chosen = plan_schedule(
-        rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-    )
+    offsets, span, chosen = schedule.plan()
     result = await send(offsets)
-    facts = schedule_facts(
-        result,
-        offsets,
-        chosen,
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        span=span,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
+    facts = schedule_facts(result, offsets, chosen, schedule, span=span, max_in_flight=max_in_flight)
     return [result.records[i] for i in chosen], facts
-
-
-def plan_schedule(
-    rate: float,
-    *,
-    burstiness: float,
-    seed: int,
-    requests: int | None,
-    duration_s: float | None,
-    warmup_s: float,
-    cooldown_s: float,
-) -> tuple[tuple[float, ...], float, list[int]]:
-    """(send offsets, span, indices measured) of one open-loop cell; refuses a cell with none measured."""
-    offsets = arrival_offsets(rate, burstiness=burstiness, seed=seed, requests=requests, duration_s=duration_s)
-    span = duration_s if duration_s is not None else (offsets[-1] if offsets else 0.0)
-    chosen = measured_indices(offsets, span_s=span, warmup_s=warmup_s, cooldown_s=cooldown_s)
-    if not chosen:
-        raise ValueError(
-            f"rate {rate} req/s: no request is scheduled between warmup ({warmup_s} s) and cooldown "
-            f"({cooldown_s} s) of a {span:.1f} s schedule; raise the duration or the request count"
-        )
-    return offsets, span, chosen
 
 
 def measured_span_rate(result: OpenLoopResult, chosen: Sequence[int]) -> tuple[float, float] | None:
@@ -282,25 +252,21 @@ def schedule_facts(
     result: OpenLoopResult,
     offsets: Sequence[float],
     chosen: Sequence[int],
+    schedule: OpenLoopSchedule,
     *,
-    rate: float,
-    burstiness: float,
-    seed: int,
     span: float,
-    warmup_s: float,
-    cooldown_s: float,
     max_in_flight: int | None,
 ) -> dict[str, Any]:
     """What was asked of one open-loop cell and how the schedule was kept (stored with the cell)."""
     lags = np.asarray(result.send_lag_ms())
     span_rate = measured_span_rate(result, chosen)
     return {
-        "target_rate": rate,
-        "burstiness": burstiness,
-        "seed": seed,
+        "target_rate": schedule.rate,
+        "burstiness": schedule.burstiness,
+        "seed": schedule.seed,
         "span_s": span,
-        "warmup_s": warmup_s,
-        "cooldown_s": cooldown_s,
+        "warmup_s": schedule.warmup_s,
+        "cooldown_s": schedule.cooldown_s,
         "sent": len(result.records),
         "measured": len(chosen),
         "scheduled_rate": _scheduled_rate([offsets[i] for i in chosen]),
@@ -316,12 +282,12 @@ def schedule_facts(
 
 __all__ = [
     "OpenLoopResult",
+    "OpenLoopSchedule",
     "arrival_offsets",
-    "measure_open_loop",
     "measure_schedule",
     "measured_indices",
     "measured_span_rate",
-    "plan_schedule",
     "run_open_loop",
     "schedule_facts",
+    "send_on_schedule",
 ]

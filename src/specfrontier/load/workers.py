@@ -45,10 +45,15 @@ from specfrontier.errors import EngineStalled
 from specfrontier.load.client import StreamingClient, stall_guard
 from specfrontier.load.closed_loop import more_to_send, run_closed_loop
 from specfrontier.load.health import ClientHealth, HealthMonitor, WorkerHealth
-from specfrontier.load.open_loop import OpenLoopResult, measure_schedule
-from specfrontier.load.open_loop import measure_open_loop as measure_open_loop_in_process
+from specfrontier.load.open_loop import (
+    OpenLoopResult,
+    OpenLoopSchedule,
+    measure_schedule,
+    run_open_loop,
+    send_on_schedule,
+)
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
-from specfrontier.units import NS_PER_MS, ns_to_s, s_to_ns
+from specfrontier.units import NS_PER_MS, s_to_ns
 
 T = TypeVar("T")
 
@@ -218,29 +223,8 @@ async def _run_closed_job(
 
 
 async def _run_open_job(client: StreamingClient, job: _OpenJob) -> tuple[list[tuple[int, RequestRecord]], int]:
-    slots = asyncio.Semaphore(job.max_in_flight) if job.max_in_flight is not None else None
-    out: list[tuple[int, RequestRecord]] = []
-    cap_waits = 0
-
-    async def one(index: int) -> None:
-        try:
-            out.append((index, await client.send(job.prompts[index % len(job.prompts)], job.sampling)))
-        finally:
-            if slots is not None:
-                slots.release()
-
-    with stall_guard():
-        async with asyncio.TaskGroup() as group:
-            for index, due in zip(job.indices, job.scheduled_ns, strict=True):
-                delay = ns_to_s(due - time.perf_counter_ns())
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if slots is not None:
-                    if slots.locked():
-                        cap_waits += 1
-                    await slots.acquire()
-                group.create_task(one(index))
-    return out, cap_waits
+    due = zip(job.indices, job.scheduled_ns, strict=True)
+    return await send_on_schedule(client, job.prompts, job.sampling, due, job.max_in_flight)
 
 
 async def _run_job(spec: ClientSpec, job: _ClosedJob | _OpenJob, counter: Synchronized[int]) -> _WorkerResult:
@@ -412,27 +396,18 @@ async def measure_open_loop(
     max_in_flight: int | None = None,
     workers: int = 1,
 ) -> tuple[list[RequestRecord], dict[str, Any], ClientHealth]:
-    """One open-loop cell (see `load.open_loop.measure_open_loop`) with its client health, in this
-    process or with request i sent by worker i mod `workers`; the stored facts add `client_workers`."""
+    """One open-loop cell (the schedule, the measured requests and the facts: `load.open_loop.measure_schedule`)
+    with its client health, in this process or with request i sent by worker i mod `workers`; the stored facts
+    add `client_workers`."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    schedule = OpenLoopSchedule(rate, burstiness, seed, requests, duration_s, warmup_s, cooldown_s)
     if workers == 1:
-        (records, facts), health = await monitored(
-            client,
-            measure_open_loop_in_process(
-                client,
-                prompts,
-                sampling,
-                rate=rate,
-                burstiness=burstiness,
-                seed=seed,
-                requests=requests,
-                duration_s=duration_s,
-                warmup_s=warmup_s,
-                cooldown_s=cooldown_s,
-                max_in_flight=max_in_flight,
-            ),
-        )
+
+        async def send_here(offsets: tuple[float, ...]) -> OpenLoopResult:
+            return await run_open_loop(client, prompts, sampling, offsets=offsets, max_in_flight=max_in_flight)
+
+        (records, facts), health = await monitored(client, measure_schedule(send_here, schedule, max_in_flight))
         return records, {**facts, "client_workers": 1}, health
     if not prompts:
         raise ValueError("prompts must not be empty")
@@ -470,17 +445,7 @@ async def measure_open_loop(
             tuple(_merge(results, len(offsets))), tuple(scheduled), sum(r.cap_waits for r in results), max_in_flight
         )
 
-    records, facts = await measure_schedule(
-        send,
-        rate=rate,
-        burstiness=burstiness,
-        seed=seed,
-        requests=requests,
-        duration_s=duration_s,
-        warmup_s=warmup_s,
-        cooldown_s=cooldown_s,
-        max_in_flight=max_in_flight,
-    )
+    records, facts = await measure_schedule(send, schedule, max_in_flight)
     return records, {**facts, "client_workers": used}, ClientHealth.of([r.health for r in results])
 
 

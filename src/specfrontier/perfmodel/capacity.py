@@ -3,9 +3,9 @@
 Hybrid linear-attention models in SGLang lose running slots to speculation: every running request holds
 S0 recurrent-state slots plus one per verified draft token, so `MRR(D) = floor(M / (S0 + D))` (the law
 is `theory.capacity`'s, shared with the simulator). When the read-back capacities of two or more
-speculative settings fall with D, the law is solved exactly (the first S0 on a 0.5 grid from 0 to 16
-that reproduces every reading, M in the middle of the feasible range). When they do not depend on D
-(llama.cpp slots, a pure-attention KV pool), the capacity is a constant. Without readings the batch is
+speculative settings fall with D, the law is solved exactly (the first S0 on `theory.capacity.S0_GRID`,
+0 to 16 in halves, that reproduces every reading, M in the middle of the feasible range). When they do
+not depend on D (llama.cpp slots, a pure-attention KV pool), the capacity is a constant. Without readings the batch is
 the client concurrency. A setting's own reading always wins over the law.
 """
 
@@ -15,10 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specfrontier.perfmodel.types import ModelCell, SettingParams
-from specfrontier.theory.capacity import hybrid_state_capacity, solve_hybrid_state_law, with_user_cap
-
-S0_GRID = tuple(x / 2 for x in range(0, 33))
-"""Candidate recurrent-state slots per request S0, in the order they are tried."""
+from specfrontier.theory.capacity import S0_GRID, hybrid_state_capacity, solve_hybrid_state_law, with_user_cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,4 +79,4 @@ def fit_capacity(cells: Sequence[ModelCell]) -> CapacityLaw:
     )
 
 
-__all__ = ["S0_GRID", "CapacityLaw", "fit_capacity"]
+__all__ = ["CapacityLaw", "fit_capacity"]

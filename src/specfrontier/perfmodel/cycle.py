@@ -1,7 +1,8 @@
 """Fitting the cycle time T(B, setting), one draft + verify iteration over B requests (theory 2.1, 6.1).
 
-The three forms and their verify terms are the performance theory's (`theory.cycle`, shared with the
-simulator); each is linear in non-negative coefficients once one shape parameter is fixed:
+The forms and every term's column are the performance theory's (`theory.cycle`, shared with the
+simulator, which weighs the same columns with a profile's known costs); each form is linear in
+non-negative coefficients once one shape parameter is fixed:
 
 - dense:    T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cv*B*D
 - moe:      dense + ce * (1 - (1 - rho)^(B*D))   MoESD expert coverage with E folded into ce; rho = k/E
@@ -25,7 +26,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from specfrontier.perfmodel.types import SettingParams
-from specfrontier.theory.cycle import CYCLE_FORMS, VERIFY_TERM_NAMES, verified_tokens, verify_terms
+from specfrontier.theory.cycle import (
+    CYCLE_FORMS,
+    VERIFY_TERM_NAMES,
+    draft_terms,
+    request_terms,
+    verified_tokens,
+    verify_terms,
+)
 
 Matrix = NDArray[np.float64]
 FORMS = CYCLE_FORMS
@@ -95,10 +103,10 @@ def features(
 ) -> Matrix:
     """The design row of one (B, setting) for `form`."""
     b = float(batch)
-    row = [1.0, b]
+    row = request_terms(b)
     for f in families:
         own = params.speculative and params.family == f
-        row += [params.steps if own else 0.0, params.steps * b * params.topk if own else 0.0]
+        row += draft_terms(params.steps, b, params.topk) if own else [0.0, 0.0]
     row += verify_terms(form, shape, verified_tokens(b, params.verified), rho)
     return np.asarray(row, dtype=np.float64)
 

@@ -33,7 +33,12 @@ from specfrontier.perfmodel.plateau import infer_capacity
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
 from specfrontier.theory.acceptance import DEFAULT_RANK_SHARE
 from specfrontier.theory.capacity import with_user_cap
-from specfrontier.theory.throughput import per_request_tok_s, running_requests
+from specfrontier.theory.throughput import (
+    cycle_ms_from_aggregate,
+    cycle_ms_from_rate,
+    per_request_tok_s,
+    running_requests,
+)
 
 ALPHA_COARSE = tuple(float(a) for a in np.linspace(0.40, 0.995, 12))
 LAW_MARGIN = 0.5
@@ -248,10 +253,12 @@ def _observations(
         batch = running_requests(c.concurrency, probe.capacity(c.params))
         tau = probe.tau(c.params)
         if c.per_request_tok_s is not None:
-            out.append(CycleObservation(batch, c.params, 1000.0 * tau / c.per_request_tok_s))
+            out.append(CycleObservation(batch, c.params, cycle_ms_from_rate(tau, c.per_request_tok_s)))
         if c.aggregate_tok_s is not None:
             per_token = tau / c.output_tokens if c.output_tokens else 0.0
-            out.append(CycleObservation(batch, c.params, 1000.0 * batch * tau / c.aggregate_tok_s, per_token))
+            out.append(
+                CycleObservation(batch, c.params, cycle_ms_from_aggregate(batch, tau, c.aggregate_tok_s), per_token)
+            )
     return out
 
 

@@ -110,7 +110,10 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class FrontierPoint:
+class PredictedBest:
+    """The predicted best candidates at one concurrency: by aggregate and by per-request tok/s (the plan's
+    frontier is one per level; `analysis.frontier.FrontierPoint` is a measured cell on the trade-off)."""
+
     concurrency: int
     best_aggregate: tuple[Candidate, Prediction]
     best_per_request: tuple[Candidate, Prediction]
@@ -132,7 +135,7 @@ class Plan:
     model: FittedModel
     fitted_settings: tuple[str, ...]
     rows: tuple[PlanRow, ...]
-    frontier: tuple[FrontierPoint, ...]
+    frontier: tuple[PredictedBest, ...]
     depth: tuple[DepthChoice, ...]
     unpredicted: tuple[tuple[str, int, str], ...] = ()
     """(setting, C, why) of every measured cell the model could not predict, so none is dropped silently."""
@@ -272,7 +275,7 @@ def make_plan(
         margin = None
         if len(by_agg) > 1:
             margin = 100.0 * (by_agg[0][1].aggregate_tok_s / by_agg[1][1].aggregate_tok_s - 1.0)
-        frontier.append(FrontierPoint(level, by_agg[0], by_req, margin))
+        frontier.append(PredictedBest(level, by_agg[0], by_req, margin))
     depth = []
     for family in model.cycle.families:
         chain = [cand for cand in options if cand.params.family == family and cand.params.topk == 1]
@@ -288,7 +291,7 @@ def make_plan(
     )
 
 
-def within_model_error(model: FittedModel, point: FrontierPoint) -> bool | None:
+def within_model_error(model: FittedModel, point: PredictedBest) -> bool | None:
     """Whether the best candidate's lead over the second is inside the model's error at this level
     (`FittedModel.halfwidth_at`): then the choice between them is not settled by the model; measure both."""
     halfwidth = model.halfwidth_at(point.concurrency)
@@ -411,9 +414,9 @@ __all__ = [
     "EXTRA_DEPTH",
     "Candidate",
     "DepthChoice",
-    "FrontierPoint",
     "Plan",
     "PlanRow",
+    "PredictedBest",
     "RunCells",
     "candidates",
     "levels",

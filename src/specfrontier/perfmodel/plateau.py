@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specfrontier.perfmodel.capacity import S0_GRID, CapacityLaw
+from specfrontier.perfmodel.capacity import CapacityLaw
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
-from specfrontier.theory.capacity import solve_hybrid_state_law
+from specfrontier.theory.capacity import S0_GRID, solve_hybrid_state_law
 
 PLATEAU_GAIN = 0.03
 """Largest relative aggregate gain between two measured levels still read as "no gain" (the same batch):

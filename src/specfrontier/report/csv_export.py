@@ -1,7 +1,7 @@
 """CSV export: one row per cell, for spreadsheets and plotting tools.
 
 The columns are the flat part of the JSON report's cells (medians over repeats plus the lowest and
-highest repeat of the metrics `metric_specs` marks `csv_range`), so a CSV and a JSON export of the same
+highest repeat of the metrics `metrics.specs` marks `csv_range`), so a CSV and a JSON export of the same
 run always agree, and a newly declared metric gets its column without an edit here.
 Nested per-repeat facts (time slices, open-loop schedule) stay in the JSON report.
 """
@@ -17,7 +17,7 @@ from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.json_export import report_json
 
 _SPREAD = tuple(m.name for m in CELL_METRICS if m.csv_range)
-"""Metrics with `<name>_min` / `<name>_max` columns (`metric_specs`: `csv_range`)."""
+"""Metrics with `<name>_min` / `<name>_max` columns (`metrics.specs`: `csv_range`)."""
 _NESTED = {"setting", "load", "time_slices", "spikes", "spread"}
 
 

@@ -225,7 +225,7 @@ def _latency_table(data: RunData) -> Table:
     def ms(value: float | None) -> str:
         return "-" if value is None else f"{value:.0f}"
 
-    columns = html_latency_columns()  # declared in metric_specs
+    columns = html_latency_columns()  # declared in metrics.specs
     many = len({c.workload for c in data.cells}) > 1
     rows = []
     for c in sorted(data.cells, key=lambda c: (data.measured_settings().index(c.setting), c.workload, c.level)):

@@ -2,7 +2,7 @@
 
 Validated by pydantic models so the shape scripts rely on is explicit and documented in one place. A
 cell's model, `CellExport`, is assembled in the report's field order from the cell's facts (the `_Cell*`
-parts below) and the metrics `metric_specs` declares, each section in its place: a declared metric is
+parts below) and the metrics `metrics.specs` declares, each section in its place: a declared metric is
 exported, described and typed without an edit here.
 """
 
@@ -110,7 +110,7 @@ def _fields(part: type[_Export]) -> dict[str, Any]:
 
 
 def _metric_fields(section: Section) -> dict[str, Any]:
-    """The declared metrics of one section (`metric_specs`): a median (float or None) or a summed count."""
+    """The declared metrics of one section (`metrics.specs`): a median (float or None) or a summed count."""
     return {
         m.name: (float | None if m.over_repeats == "median" else int, Field(description=m.definition))
         for m in in_section(section)
@@ -120,7 +120,7 @@ def _metric_fields(section: Section) -> dict[str, Any]:
 CellExport = create_model(
     "CellExport",
     __base__=_Export,
-    __doc__="One cell of the JSON report. Its metric fields come from `metric_specs.CELL_METRICS`; the "
+    __doc__="One cell of the JSON report. Its metric fields come from `metrics.specs.CELL_METRICS`; the "
     "field order is the report's (scripts and the CSV columns follow it).",
     **_fields(_CellHead),
     **_metric_fields("headline"),

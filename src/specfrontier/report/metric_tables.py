@@ -1,6 +1,6 @@
 """Report pieces for the detailed metrics: latency and burstiness per cell, goodput under SLOs, and the
 acceptance-source warnings. Kept apart from `tables.py` (which lists every table and imports these) so
-each stays small; the latency table's columns and notes are declared per metric in `metric_specs`.
+each stays small; the latency table's columns and notes are declared per metric in `metrics.specs`.
 
 Every table states its definitions in its notes (docs/metrics.md has the long form).
 """
@@ -37,7 +37,7 @@ def _latency_cell(c: CellSummary, name: str, column: LatencyColumn) -> str:
 
 def latency_table(data: RunData) -> Table:
     """Per cell: TTFT, TPOT, per-token ITL, inter-chunk gap, tokens per chunk, E2E, output / E2E (the
-    columns `metric_specs` declares with `latency`)."""
+    columns `metrics.specs` declares with `latency`)."""
     columns = latency_columns()
     rows = []
     estimated = 0

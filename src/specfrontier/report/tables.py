@@ -2,7 +2,7 @@
 
 Each table states its definitions in its notes, so that no figure appears without saying what it is.
 `Table` lives in `table_model` (re-exported here); the per-metric tables come from `metric_tables`, and
-which metrics get a grid of their own is declared in `metric_specs`.
+which metrics get a grid of their own is declared in `metrics.specs`.
 """
 
 from __future__ import annotations
@@ -380,7 +380,7 @@ def schedule_table(data: RunData) -> Table | None:
 
 
 def all_tables(data: RunData) -> list[Table]:
-    """Every table of a one-workload view; the grid tables are those `metric_specs` declares (`grid`)."""
+    """Every table of a one-workload view; the grid tables are those `metrics.specs` declares (`grid`)."""
     tables = [grid_table(data, m.grid.title, _figure_of(m.name), m.grid.note) for m in CELL_METRICS if m.grid]
     sp = speedup_table(data)
     if sp is not None:

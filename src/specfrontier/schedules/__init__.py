@@ -9,8 +9,8 @@ from specfrontier.schedules.choose import (
     ScheduleEntry,
     StaticChoice,
     depth_schedule,
+    run_setting,
     static_choices,
-    stored_setting,
 )
 
 __all__ = [
@@ -19,6 +19,6 @@ __all__ = [
     "ScheduleEntry",
     "StaticChoice",
     "depth_schedule",
+    "run_setting",
     "static_choices",
-    "stored_setting",
 ]

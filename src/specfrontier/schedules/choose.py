@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from specfrontier.analysis.decisions import figures_separated, setting_cost
 from specfrontier.analysis.summary import CellSummary, RunData
 from specfrontier.engines.base import EngineSetting
-from specfrontier.engines.registry import spec
+from specfrontier.engines.registry import stored_setting
 from specfrontier.errors import ConfigError
 from specfrontier.search.ladder import depth_of, family_key
 
@@ -74,11 +74,12 @@ class DepthSchedule:
         return max(self.levels, key=lambda lv: lv.depth).setting
 
 
-def stored_setting(data: RunData, name: str) -> EngineSetting:
-    """A stored setting as its engine's setting (rebuilt from the stored parameters by the registry)."""
+def run_setting(data: RunData, name: str) -> EngineSetting:
+    """Setting `name` of a stored run as its engine's setting (`engines.registry.stored_setting`), with an
+    error naming the run and the fix when the stored parameters no longer fit the engine."""
     row = data.setting(name)
     try:
-        return spec(data.run.engine, where="run engine").setting.model_validate({"name": name, **row.params})
+        return stored_setting(data.run.engine, name, row.params)
     except ValidationError as exc:
         raise ConfigError(
             f"run = {data.run.run_id!r}: engine = {data.run.engine!r}: setting {name!r} = {row.params} is not a "
@@ -102,7 +103,7 @@ def depth_schedule(data: RunData) -> DepthSchedule:
     """The best depth per measured concurrency, merged into batch-size ranges starting at 1."""
     _schedulable_run(data)
     baseline = data.baseline
-    settings = {name: stored_setting(data, name) for name in data.measured_settings()}
+    settings = {name: run_setting(data, name) for name in data.measured_settings()}
     chains = {n: s for n, s in settings.items() if depth_of(s) is not None}
     left_out = [
         f"{n}: not a chain (a tree, or no depth: not on a depth ladder)"
@@ -233,6 +234,6 @@ __all__ = [
     "ScheduleEntry",
     "StaticChoice",
     "depth_schedule",
+    "run_setting",
     "static_choices",
-    "stored_setting",
 ]

@@ -24,8 +24,8 @@ from specfrontier.sim.calibrate import (
     render_table,
 )
 from specfrontier.sim.core import ServerCore, SimRequest, StepResult
-from specfrontier.sim.costs import capacity, capacity_law, cycle_time_ms, prefill_time_ms
-from specfrontier.sim.measurements import MeasuredCell, Measurements, load_measurements, parse_measurements
+from specfrontier.sim.costs import capacity, capacity_law, prefill_time_ms, setting_cycle_ms
+from specfrontier.sim.measurements import CalibrationCell, Measurements, load_measurements, parse_measurements
 from specfrontier.sim.profile import SimProfile, WorkloadModel, available_profiles, load_profile, parse_profile
 from specfrontier.sim.protocol import CellFigures, CellProtocol, predict_figures, seed_protocol, simulate_repeat
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
@@ -33,10 +33,10 @@ from specfrontier.sim.steady import SteadyCell, steady_cell
 from specfrontier.sim.virtual import simulate_cell
 
 __all__ = [
+    "CalibrationCell",
     "CalibrationTable",
     "CellFigures",
     "CellProtocol",
-    "MeasuredCell",
     "Measurements",
     "ResolvedSetting",
     "ServerCore",
@@ -51,7 +51,6 @@ __all__ = [
     "calibrate_main",
     "capacity",
     "capacity_law",
-    "cycle_time_ms",
     "load_measurements",
     "load_profile",
     "parse_measurements",
@@ -62,6 +61,7 @@ __all__ = [
     "render_table",
     "resolve_setting",
     "seed_protocol",
+    "setting_cycle_ms",
     "simulate_cell",
     "simulate_repeat",
     "steady_cell",

@@ -19,15 +19,13 @@ import numpy as np
 
 from specfrontier.sim.profile import WorkloadModel
 from specfrontier.sim.setting import ResolvedSetting
-from specfrontier.theory.acceptance import conditional_rates, rates_to_depth, tree_reach
-
-_MAX_RATE = 0.9999
+from specfrontier.theory.acceptance import MAX_RATE, conditional_rates, rates_to_depth, scaled_miss_rate, tree_reach
 
 
 def chain_rates(base: Sequence[float], steps: int, temperature: float, drop: float) -> list[float]:
     """Conditional top-1 rates for depths 1..steps at `temperature` (the last listed rate repeats)."""
     factor = max(0.0, 1.0 - drop * max(0.0, temperature))
-    return [min(_MAX_RATE, a * factor) for a in rates_to_depth(base, steps)]
+    return [min(MAX_RATE, a * factor) for a in rates_to_depth(base, steps)]
 
 
 def depth_rates(top1: Sequence[float], setting: ResolvedSetting, rank_share: float) -> list[float]:
@@ -74,11 +72,11 @@ def request_miss_scale(dispersion: float, rng: np.random.Generator) -> float:
 
 
 def scaled_rates(rates: Sequence[float], miss_scale: float) -> list[float]:
-    """Rates with their miss rate scaled: `1 - (1 - a) * miss_scale`, kept within [0, 0.9999].
+    """Rates with their miss rate scaled (`theory.acceptance.scaled_miss_rate`: `1 - (1 - a) * miss_scale`).
 
     A rate of 0 (a drafter that never matches the target) stays 0: the spread models prompts that differ in
     how predictable they are, which cannot make a mismatched drafter right."""
-    return [0.0 if a <= 0 else min(_MAX_RATE, max(0.0, 1.0 - (1.0 - a) * miss_scale)) for a in rates]
+    return [0.0 if a <= 0 else scaled_miss_rate(a, miss_scale) for a in rates]
 
 
 __all__ = [

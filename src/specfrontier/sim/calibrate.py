@@ -36,7 +36,8 @@ from specfrontier.sim.measurements import Measurements, load_measurements
 from specfrontier.sim.profile import SimProfile, load_profile
 from specfrontier.sim.protocol import CellFigures, CellProtocol, predict_figures, seed_named_setting, seed_protocol
 from specfrontier.sim.steady import steady_cell
-from specfrontier.theory.capacity import solve_hybrid_state_law
+from specfrontier.theory.acceptance import scaled_miss_rate
+from specfrontier.theory.capacity import S0_GRID, solve_hybrid_state_law
 
 Vector = NDArray[np.float64]
 
@@ -110,18 +111,16 @@ def with_parameters(profile: SimProfile, values: dict[str, float], workload: str
     for name, value in values.items():
         if name == ACCEPTANCE:
             w = data["workloads"][workload]
-            w["acceptance_per_position"] = [
-                min(0.9999, max(0.0, 1 - (1 - a) * value)) for a in w["acceptance_per_position"]
-            ]
+            w["acceptance_per_position"] = [scaled_miss_rate(a, value) for a in w["acceptance_per_position"]]
             if w["post_eos_acceptance"] is not None:
-                w["post_eos_acceptance"] = min(0.9999, max(0.0, 1 - (1 - w["post_eos_acceptance"]) * value))
+                w["post_eos_acceptance"] = scaled_miss_rate(w["post_eos_acceptance"], value)
             continue
         section, _, field = name.partition(".")
         (data[section] if field else data)[field or section] = value
     return SimProfile.model_validate(data)
 
 
-def fit_capacity(profile: SimProfile, reported: Sequence[tuple[int, int]]) -> SimProfile:
+def fit_profile_capacity(profile: SimProfile, reported: Sequence[tuple[int, int]]) -> SimProfile:
     """The profile with (S0, M) reproducing every reported (steps, max_running_requests), when one exists.
 
     Reports at SGLang's speculation default cap say nothing about the law and are left out; the
@@ -129,7 +128,7 @@ def fit_capacity(profile: SimProfile, reported: Sequence[tuple[int, int]]) -> Si
     reports = [(steps + 1, mrr) for steps, mrr in reported if mrr < profile.capacity.spec_default_cap]
     if not reports:
         return profile
-    candidates = [profile.capacity.slots_per_request] + [x / 2 for x in range(17)]
+    candidates = [profile.capacity.slots_per_request, *S0_GRID]
     law = solve_hybrid_state_law(reports, candidates, profile.capacity.slots_per_draft_token)
     if law is None:
         return profile
@@ -219,7 +218,7 @@ def calibrate(
             f"calibrate: fit = {unknown[0]!r}: not a fittable parameter; fix: use some of {sorted(PARAMETER_BOUNDS)}"
         )
     profile.workload(proto.workload, where="calibrate")  # an unknown class fails here, before any work
-    fitted = fit_capacity(profile, measurements.max_running_requests)
+    fitted = fit_profile_capacity(profile, measurements.max_running_requests)
     targets = _targets(measurements)
     measured = np.asarray([t[3] for t in targets])
     names = list(fit)
@@ -322,7 +321,7 @@ __all__ = [
     "TableRow",
     "calibrate",
     "calibrate_main",
-    "fit_capacity",
+    "fit_profile_capacity",
     "predict_table",
     "render_table",
     "simulate_targets",

@@ -14,7 +14,7 @@ Scheduling follows SGLang's defaults under speculation (engines.md 1.3, theory 2
   `prefill.chunk_tokens` prompt tokens; the running batch stalls meanwhile; a request emits its first
   token when its prompt is done;
 - a decode cycle drafts `num_steps` tokens and verifies `num_draft_tokens` for every running request in
-  `cycle_time_ms(B)`; each request then streams one chunk of `1 + accepted` tokens, drafts being
+  `setting_cycle_ms(B)`; each request then streams one chunk of `1 + accepted` tokens, drafts being
   accepted depth by depth until the first rejection (acceptance.py); a request ends at its `stop_at`
   length (max_tokens with ignore_eos, else its sampled natural EOS), extra accepted tokens discarded.
 
@@ -41,7 +41,7 @@ import numpy as np
 
 from specfrontier.records import RequestRecord, RequestSpecStats
 from specfrontier.sim.acceptance import request_miss_scale, scaled_rates, workload_rates
-from specfrontier.sim.costs import capacity, cycle_time_ms, prefill_time_ms
+from specfrontier.sim.costs import capacity, prefill_time_ms, setting_cycle_ms
 from specfrontier.sim.profile import SimProfile, WorkloadModel
 from specfrontier.sim.schedule import ScheduleState
 from specfrontier.sim.setting import ResolvedSetting
@@ -302,7 +302,7 @@ class ServerCore:
         duration = self._cycle_ns.get((batch, depth))
         if duration is None:
             setting = self.setting.at_depth(depth) if self.setting.schedule else self.setting
-            duration = round(cycle_time_ms(self.profile, setting, batch) * _NS_PER_MS)
+            duration = round(setting_cycle_ms(self.profile, setting, batch) * _NS_PER_MS)
             self._cycle_ns[batch, depth] = duration
         return duration
 

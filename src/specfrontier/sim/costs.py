@@ -42,8 +42,9 @@ def capacity(profile: SimProfile, setting: ResolvedSetting) -> int:
     return with_user_cap(law if kv is None else min(law, kv), setting.max_running_requests)
 
 
-def cycle_time_ms(profile: SimProfile, setting: ResolvedSetting, batch: int) -> float:
-    """Duration of one decode (draft + verify) iteration over `batch` running requests, in ms."""
+def setting_cycle_ms(profile: SimProfile, setting: ResolvedSetting, batch: int) -> float:
+    """Duration of one decode (draft + verify) iteration of a resolved setting over `batch` running requests,
+    in ms: the profile's costs in `theory.cycle.cycle_time_ms`."""
     c, s, m = profile.cycle, setting, profile.model
     return cycle_theory.cycle_time_ms(
         c, batch, s.speculative, s.num_steps, s.eagle_topk, s.num_draft_tokens, m.experts, m.experts_per_token
@@ -55,4 +56,4 @@ def prefill_time_ms(profile: SimProfile, tokens: int) -> float:
     return profile.prefill.batch_ms + profile.prefill.token_ms * tokens
 
 
-__all__ = ["capacity", "capacity_law", "cycle_time_ms", "kv_law", "prefill_time_ms"]
+__all__ = ["capacity", "capacity_law", "kv_law", "prefill_time_ms", "setting_cycle_ms"]

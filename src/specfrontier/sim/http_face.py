@@ -25,8 +25,9 @@ import stat
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from aiohttp import web
 
@@ -148,7 +149,71 @@ class Pacer:
         self._active = still
 
 
-class Face:
+P = TypeVar("P", bound="Pacer")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class PacedFace(Generic[P]):
+    """What every simulated server's handlers share: the pacer task's lifetime and the two generate routes
+    (each face writes its own engine's responses in `_generate`)."""
+
+    workload: WorkloadModel
+    _pacer: P | None = None
+    _task: asyncio.Task[None] | None = None
+
+    @property
+    def pacer(self) -> P:
+        if self._pacer is None:
+            raise RuntimeError("the face has not started")
+        return self._pacer
+
+    def _start(self, pacer: P, name: str, on_death: Callable[[asyncio.Task[None]], None]) -> None:
+        """Run `pacer` as the task `name`; `on_death` takes the server down if it fails."""
+        self._pacer = pacer
+        self._task = asyncio.create_task(pacer.run(), name=name)
+        self._task.add_done_callback(on_death)
+
+    def application(self, get_routes: Mapping[str, Handler]) -> web.Application:
+        """The aiohttp application of this face: its start-up and clean-up, `get_routes` (path -> handler) and
+        the two generate routes every OpenAI-compatible server has."""
+        app = web.Application()
+        app.on_startup.append(self.on_startup)
+        app.on_cleanup.append(self.on_cleanup)
+        for path, handler in get_routes.items():
+            app.router.add_get(path, handler)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        return app
+
+    async def on_startup(self, _app: web.Application) -> None:
+        raise NotImplementedError
+
+    async def on_cleanup(self, _app: web.Application) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "chat")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, "completion")
+
+    async def _generate(self, request: web.Request, api: Literal["chat", "completion"]) -> web.StreamResponse:
+        raise NotImplementedError
+
+    def _admit(self, ask: Ask) -> _Stream:
+        """Admit one parsed request to the pacer under the face's workload class."""
+        return self.pacer.admit(
+            workload=self.workload,
+            temperature=ask.temperature,
+            ignore_eos=ask.ignore_eos,
+            prompt_tokens=ask.prompt_tokens,
+            max_tokens=ask.max_tokens,
+        )
+
+
+class Face(PacedFace["Pacer"]):
     """The aiohttp handlers over one Pacer; `build_app` wires them."""
 
     def __init__(self, config: FaceConfig) -> None:
@@ -157,14 +222,6 @@ class Face:
         self.started_s = time.monotonic()
         self._ready = False
         self.completed = 0
-        self._pacer: Pacer | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def pacer(self) -> Pacer:
-        if self._pacer is None:
-            raise RuntimeError("the face has not started")
-        return self._pacer
 
     @property
     def ready(self) -> bool:
@@ -178,17 +235,10 @@ class Face:
 
     async def on_startup(self, _app: web.Application) -> None:
         core = ServerCore(self.config.profile, self.config.setting, seed=self.config.seed)
-        self._pacer = Pacer(core, time_scale=self.config.time_scale)
-        self._task = asyncio.create_task(self.pacer.run(), name="sim-pacer")
-        self._task.add_done_callback(_pacer_died)
+        self._start(Pacer(core, time_scale=self.config.time_scale), "sim-pacer", _pacer_died)
         if not self.config.hang:
             delay = max(0.0, self.config.startup_s - (time.monotonic() - self.started_s))
             asyncio.get_running_loop().call_later(delay, self._become_ready)
-
-    async def on_cleanup(self, _app: web.Application) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
 
     # -- health and info --------------------------------------------------------------------------
     async def health(self, _request: web.Request) -> web.Response:
@@ -214,12 +264,6 @@ class Face:
         return web.json_response(info)
 
     # -- generation -------------------------------------------------------------------------------
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, "chat")
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, "completion")
-
     async def _generate(self, request: web.Request, api: Literal["chat", "completion"]) -> web.StreamResponse:
         if not self.ready:
             return error_response(503, "the server is starting")
@@ -229,13 +273,7 @@ class Face:
             return error_response(400, "the request body is not valid JSON")
         except BadRequest as exc:
             return error_response(400, str(exc))
-        stream = self.pacer.admit(
-            workload=self.workload,
-            temperature=ask.temperature,
-            ignore_eos=ask.ignore_eos,
-            prompt_tokens=ask.prompt_tokens,
-            max_tokens=ask.max_tokens,
-        )
+        stream = self._admit(ask)
         head = {"id": uuid.uuid4().hex, "created": int(time.time()), "model": ask.model}
         if ask.stream:
             return await self._stream(request, ask, stream, head)
@@ -312,9 +350,9 @@ class Face:
             if not writing or (stall is not None and sent >= stall):
                 continue
             choice = self._choice(ask, stream, PLACEHOLDER * tokens)
-            writing = await _write(resp, sse_event({**head, "choices": [choice], "usage": None}))
+            writing = await write_event(resp, sse_event({**head, "choices": [choice], "usage": None}))
             if writing and self.config.malformed_sse and sent == 0:
-                writing = await _write(resp, MALFORMED_EVENT)
+                writing = await write_event(resp, MALFORMED_EVENT)
             sent += tokens
         if stall is not None and sent >= stall:
             await _hold_open(request)
@@ -324,7 +362,7 @@ class Face:
             extras = self._extras(ask, stream, whole=False)
             if extras:
                 data += sse_event({**head, "choices": [], **extras})
-            if await _write(resp, data + b"data: [DONE]\n\n"):
+            if await write_event(resp, data + b"data: [DONE]\n\n"):
                 await resp.write_eof()
         self._completed()
         return resp
@@ -362,7 +400,7 @@ def _pacer_died(task: asyncio.Task[None]) -> None:
         os._exit(1)
 
 
-async def _write(resp: web.StreamResponse, data: bytes) -> bool:
+async def write_event(resp: web.StreamResponse, data: bytes) -> bool:
     """Write to a stream; False once the client went away (the request still runs to its end in the model)."""
     try:
         await resp.write(data)
@@ -380,16 +418,14 @@ async def _hold_open(request: web.Request) -> None:
 def build_app(config: FaceConfig) -> web.Application:
     """The aiohttp application of the face (SGLang's paths; the deprecated `/get_server_info` alias too)."""
     face = Face(config)
-    app = web.Application()
-    app.on_startup.append(face.on_startup)
-    app.on_cleanup.append(face.on_cleanup)
-    app.router.add_get("/health", face.health)
-    app.router.add_get("/health_generate", face.health)
-    app.router.add_get("/server_info", face.server_info)
-    app.router.add_get("/get_server_info", face.server_info)
-    app.router.add_post("/v1/chat/completions", face.chat)
-    app.router.add_post("/v1/completions", face.completions)
-    return app
+    return face.application(
+        {
+            "/health": face.health,
+            "/health_generate": face.health,
+            "/server_info": face.server_info,
+            "/get_server_info": face.server_info,
+        }
+    )
 
 
-__all__ = ["FaceConfig", "Pacer", "build_app", "log", "parse_ask", "spec_details"]
+__all__ = ["FaceConfig", "PacedFace", "Pacer", "build_app", "log", "parse_ask", "spec_details", "write_event"]

@@ -26,8 +26,9 @@ _CELL_KEYS = {"steps", "concurrency", "per_request_tok_s", "aggregate_tok_s", "m
 
 
 @dataclass(frozen=True, slots=True)
-class MeasuredCell:
-    """One measured cell: speculative steps x client concurrency, with the figures that were measured."""
+class CalibrationCell:
+    """One published or measured cell a profile is calibrated against: speculative steps x client concurrency,
+    with the figures given (not a run's stored cell, `runs.cell.MeasuredCell`)."""
 
     steps: int
     concurrency: int
@@ -39,7 +40,7 @@ class MeasuredCell:
 class Measurements:
     """Cells plus the server's reported max_running_requests per steps value."""
 
-    cells: tuple[MeasuredCell, ...]
+    cells: tuple[CalibrationCell, ...]
     max_running_requests: tuple[tuple[int, int], ...] = ()
     """(steps, max_running_requests) pairs, sorted by steps."""
     source: str = "measurements"
@@ -94,14 +95,14 @@ def _from_seed(data: dict[str, Any], source: str) -> Measurements:
         for k, v in mrr_table.items()
     }
     cells = tuple(
-        MeasuredCell(s, c, f.get("per_request_tok_s"), f.get("aggregate_tok_s"))
+        CalibrationCell(s, c, f.get("per_request_tok_s"), f.get("aggregate_tok_s"))
         for (s, c), f in sorted(figures.items())
     )
     return Measurements(cells, tuple(sorted(mrr.items())), source)
 
 
 def _from_list(items: list[Any], source: str) -> Measurements:
-    cells: list[MeasuredCell] = []
+    cells: list[CalibrationCell] = []
     mrr: dict[int, int] = {}
     for i, item in enumerate(items):
         where = f"{source}: [{i}]"
@@ -122,7 +123,7 @@ def _from_list(items: list[Any], source: str) -> Measurements:
         if item.get("max_running_requests") is not None:
             mrr[steps] = _int(item["max_running_requests"], where, "max_running_requests")
         if per_request is not None or aggregate is not None:
-            cells.append(MeasuredCell(steps, concurrency, per_request, aggregate))
+            cells.append(CalibrationCell(steps, concurrency, per_request, aggregate))
     return Measurements(tuple(cells), tuple(sorted(mrr.items())), source)
 
 
@@ -154,4 +155,4 @@ def load_measurements(path: Path) -> Measurements:
     return parse_measurements(data, source=str(path))
 
 
-__all__ = ["MeasuredCell", "Measurements", "load_measurements", "parse_measurements"]
+__all__ = ["CalibrationCell", "Measurements", "load_measurements", "parse_measurements"]

@@ -30,25 +30,10 @@ from specfrontier.errors import ConfigError
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.http_face import FaceConfig, build_app, log
 from specfrontier.sim.profile import load_profile
-from specfrontier.sim.serving import is_loopback, serve_app
+from specfrontier.sim.serving import add_simulator_options, is_loopback, non_negative_float, serve_app
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 
-DEFAULT_PROFILE = "seed-qwen3.5-122b-a10b"
 """How long a stopping server waits for open streams; short, because stalled streams never end."""
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,13 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--enable-metrics", "--trust-remote-code", "--skip-server-warmup", "--disable-radix-cache"):
         sg.add_argument(flag, action="store_true", help="Accepted and recorded.")
     sg.add_argument("--log-level", default="info", help="Accepted and recorded.")
-    sim = parser.add_argument_group("simulator")
-    sim.add_argument("--profile", default=DEFAULT_PROFILE, help=f"Simulator profile (default {DEFAULT_PROFILE}).")
-    sim.add_argument("--workload", default="synthetic", help="Workload class of the profile (acceptance, lengths).")
-    sim.add_argument("--time-scale", type=_positive_float, default=1.0, help="Run X times faster than modelled.")
-    sim.add_argument("--seed", type=int, default=0, help="Seed of the sampled acceptance and output lengths.")
-    sim.add_argument("--startup-s", type=_non_negative_float, default=0.2, help="Seconds /health answers 503.")
-    sim.add_argument("--allow-remote", action="store_true", help="Allow binding a non-loopback host.")
+    add_simulator_options(parser, lambda name: f"--{name}", startup_help="Seconds /health answers 503.")
     fault = parser.add_argument_group("fault injection (reliability tests)")
     fault.add_argument("--fail-at-start", action="store_true", help="Exit 1 at once with an error line.")
     fault.add_argument("--oom-above", type=int, default=None, metavar="N", help="CUDA OOM exit if MRR > N.")
@@ -95,20 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
     fault.add_argument("--hang", action="store_true", help="Listen but never become healthy.")
     fault.add_argument("--stall-stream-after", type=int, default=None, metavar="N", help="Stop streams at N tokens.")
     fault.add_argument("--malformed-sse", action="store_true", help="Send one broken JSON chunk per stream.")
-    fault.add_argument("--slow-start", type=_non_negative_float, default=None, metavar="S", help="503 for S s.")
+    fault.add_argument("--slow-start", type=non_negative_float, default=None, metavar="S", help="503 for S s.")
     fault.add_argument(
         "--crash-once-file", default=None, metavar="PATH", help="--crash-after only while PATH is absent; creates it."
     )
     fault.add_argument(
         "--crash-linger",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=0.0,
         metavar="S",
         help="--crash-after closes every socket, then exits only after S s.",
     )
     fault.add_argument(
         "--bind-delay",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=0.0,
         metavar="S",
         help="Bind the port only after S s (SGLang and vLLM load the model before they listen).",

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from specfrontier.sim.core import ServerCore, SimRequest, StepResult
-from specfrontier.sim.http_face import PLACEHOLDER, Pacer, log
+from specfrontier.sim.http_face import PLACEHOLDER, PacedFace, Pacer, log, write_event
 from specfrontier.sim.http_protocol import Ask, BadRequest, FaceConfig, parse_ask, sse_event
 
 TOKENS_PER_BLOCK = 32
@@ -170,7 +170,7 @@ class IterationPacer(Pacer):
         }
 
 
-class TrtllmFace:
+class TrtllmFace(PacedFace[IterationPacer]):
     """The aiohttp handlers; `build_trtllm_app` wires them."""
 
     def __init__(self, config: TrtllmFaceConfig) -> None:
@@ -178,26 +178,12 @@ class TrtllmFace:
         base = config.base
         self.workload = base.profile.workload(base.workload, where="sim trtllm_serve")
         self.stats = IterationLog(enabled=config.iter_perf_stats, max_len=config.max_stats_len)
-        self._pacer: IterationPacer | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def pacer(self) -> IterationPacer:
-        if self._pacer is None:
-            raise RuntimeError("the face has not started")
-        return self._pacer
 
     async def on_startup(self, _app: web.Application) -> None:
         base = self.config.base
         core = ServerCore(base.profile, base.setting, seed=base.seed)
-        self._pacer = IterationPacer(core, time_scale=base.time_scale, config=self.config, stats=self.stats)
-        self._task = asyncio.create_task(self.pacer.run(), name="sim-trtllm-pacer")
-        self._task.add_done_callback(_pacer_died)
-
-    async def on_cleanup(self, _app: web.Application) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        pacer = IterationPacer(core, time_scale=base.time_scale, config=self.config, stats=self.stats)
+        self._start(pacer, "sim-trtllm-pacer", _pacer_died)
 
     # -- health and info ------------------------------------------------------------------------------
     async def health(self, _request: web.Request) -> web.Response:
@@ -225,12 +211,6 @@ class TrtllmFace:
         return web.json_response(self.stats.drain())
 
     # -- generation -----------------------------------------------------------------------------------
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, "chat")
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, "completion")
-
     async def _generate(self, request: web.Request, api: Literal["chat", "completion"]) -> web.StreamResponse:
         try:
             ask = parse_ask(await request.json(), api, self.config.base)
@@ -238,13 +218,7 @@ class TrtllmFace:
             return _error(400, "the request body is not valid JSON")
         except BadRequest as exc:
             return _error(400, str(exc))
-        stream = self.pacer.admit(
-            workload=self.workload,
-            temperature=ask.temperature,
-            ignore_eos=ask.ignore_eos,
-            prompt_tokens=ask.prompt_tokens,
-            max_tokens=ask.max_tokens,
-        )
+        stream = self._admit(ask)
         prefix = "chatcmpl" if api == "chat" else "cmpl"
         head = {"id": f"{prefix}-{uuid.uuid4().hex}", "created": int(time.time()), "model": ask.model}
         if ask.stream:
@@ -288,7 +262,7 @@ class TrtllmFace:
             else:
                 choice = {"index": 0, "text": text}
             choice.update(logprobs=None, finish_reason=None, stop_reason=None)
-            writing = await _write(resp, sse_event({**head, "choices": [choice]}))
+            writing = await write_event(resp, sse_event({**head, "choices": [choice]}))
             first = False
         self._completed()
         if writing:
@@ -302,7 +276,7 @@ class TrtllmFace:
             data = sse_event({**head, "choices": [last]})
             if ask.include_usage:
                 data += sse_event({**head, "choices": [], "usage": _usage(sim.prompt_tokens, sim.generated)})
-            if await _write(resp, data + b"data: [DONE]\n\n"):
+            if await write_event(resp, data + b"data: [DONE]\n\n"):
                 await resp.write_eof()
         return resp
 
@@ -327,28 +301,18 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
-async def _write(resp: web.StreamResponse, data: bytes) -> bool:
-    """Write to a stream; False once the client went away (the request still runs to its end in the model)."""
-    try:
-        await resp.write(data)
-    except ConnectionError:
-        return False
-    return True
-
-
 def build_trtllm_app(config: TrtllmFaceConfig) -> web.Application:
     """The aiohttp application: trtllm-serve's paths (see the module docstring)."""
     face = TrtllmFace(config)
-    app = web.Application()
-    app.on_startup.append(face.on_startup)
-    app.on_cleanup.append(face.on_cleanup)
-    app.router.add_get("/health", face.health)
-    app.router.add_get("/health_generate", face.health_generate)
-    app.router.add_get("/version", face.version)
-    app.router.add_get("/v1/models", face.models)
-    app.router.add_get("/metrics", face.metrics)
-    app.router.add_post("/v1/chat/completions", face.chat)
-    app.router.add_post("/v1/completions", face.completions)
+    app = face.application(
+        {
+            "/health": face.health,
+            "/health_generate": face.health_generate,
+            "/version": face.version,
+            "/v1/models": face.models,
+            "/metrics": face.metrics,
+        }
+    )
     log(f"simulated trtllm-serve routes ready (a MODEL, profile {config.base.profile.name})")
     return app
 

@@ -40,11 +40,10 @@ from specfrontier.sim.http_face import log
 from specfrontier.sim.http_protocol import FaceConfig
 from specfrontier.sim.profile import load_profile
 from specfrontier.sim.schedule import Slots
-from specfrontier.sim.serving import is_loopback, serve_app
+from specfrontier.sim.serving import add_simulator_options, is_loopback, serve_app
 from specfrontier.sim.setting import ResolvedSetting
 from specfrontier.sim.trtllm_face import TrtllmFaceConfig, build_trtllm_app
 
-DEFAULT_PROFILE = "seed-qwen3.5-122b-a10b"
 VERSION = "1.2.0+sim"
 """What `/version` answers: the release line the face was written from, marked as the simulator."""
 DEFAULT_MAX_SEQ_LEN = 32768
@@ -97,13 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trt.add_argument("--reasoning_parser", default=None, help="Accepted and recorded.")
     trt.add_argument("--tool_parser", default=None, help="Accepted and recorded.")
-    sim = parser.add_argument_group("simulator")
-    sim.add_argument("--sim_profile", default=DEFAULT_PROFILE, help=f"Simulator profile (default {DEFAULT_PROFILE}).")
-    sim.add_argument("--sim_workload", default="synthetic", help="Workload class of the profile.")
-    sim.add_argument("--sim_time_scale", type=float, default=1.0, help="Run X times faster than modelled.")
-    sim.add_argument("--sim_seed", type=int, default=0, help="Seed of the sampled acceptance and lengths.")
-    sim.add_argument("--sim_startup_s", type=float, default=0.2, help="Seconds before the port is listened on.")
-    sim.add_argument("--sim_allow_remote", action="store_true", help="Allow binding a non-loopback host.")
+    add_simulator_options(
+        parser, lambda name: "--sim_" + name.replace("-", "_"), startup_help="Seconds before the port is listened on."
+    )
     return parser
 
 

@@ -91,7 +91,7 @@ class _ClosedLoop:
 
 def simulate_cell(
     profile: SimProfile,
-    setting: SimSetting,
+    setting: SimSetting | ResolvedSetting,
     *,
     concurrency: int,
     num_requests: int,
@@ -107,6 +107,8 @@ def simulate_cell(
 ) -> list[RequestRecord]:
     """Run one closed-loop cell in virtual time and return the measured requests' records (a model prediction).
 
+    A `SimSetting` is resolved by SGLang's start-up rules first; a `ResolvedSetting` (what the server runs) is
+    taken as it is, for callers that build it themselves (trees, benchmarks over a whole space).
     `client_gap_ms` is each worker's pause between a request's end and its next send; `min_duration_s`
     keeps the measured phase sending until that much virtual time has passed (`cell_duration_s`). Deterministic:
     the same arguments give identical records. Raises ConfigError for an invalid setting, an unknown
@@ -124,32 +126,10 @@ def simulate_cell(
         )
     if temperature < 0:
         raise ConfigError(f"simulate_cell: temperature = {temperature!r}: must be >= 0; fix: pass 0 for greedy")
-    resolved = resolve_setting(setting, spec_default_cap=profile.capacity.spec_default_cap)
-    return simulate_resolved_cell(
-        profile, resolved, concurrency=concurrency, num_requests=num_requests, workload=workload,
-        temperature=temperature, ignore_eos=ignore_eos, input_tokens=input_tokens, max_tokens=max_tokens,
-        warmup_requests=warmup_requests, seed=seed, client_gap_ms=client_gap_ms, min_duration_s=min_duration_s,
-    )  # fmt: skip
-
-
-def simulate_resolved_cell(
-    profile: SimProfile,
-    resolved: ResolvedSetting,
-    *,
-    concurrency: int,
-    num_requests: int,
-    workload: str,
-    temperature: float,
-    ignore_eos: bool,
-    input_tokens: int,
-    max_tokens: int,
-    warmup_requests: int = 0,
-    seed: int = 0,
-    client_gap_ms: float = 0.0,
-    min_duration_s: float | None = None,
-) -> list[RequestRecord]:
-    """`simulate_cell` for a setting already resolved (what the server runs): the event loop without SGLang's
-    start-up rules, for callers that build the resolved setting themselves (benchmarks over a whole space)."""
+    if isinstance(setting, ResolvedSetting):
+        resolved = setting
+    else:
+        resolved = resolve_setting(setting, spec_default_cap=profile.capacity.spec_default_cap)
     workload_model = profile.workload(workload)
     core = ServerCore(profile, resolved, seed=seed)
     loop = _ClosedLoop(core, workload_model, temperature, ignore_eos, input_tokens, max_tokens, client_gap_ms)
@@ -161,4 +141,4 @@ def simulate_resolved_cell(
     return records
 
 
-__all__ = ["simulate_cell", "simulate_resolved_cell"]
+__all__ = ["simulate_cell"]

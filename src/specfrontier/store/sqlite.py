@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from specfrontier.commands import resume_command
 from specfrontier.errors import StoreError, clip
@@ -47,6 +47,11 @@ _Method = TypeVar("_Method", bound=Callable[..., Any])
 _T = TypeVar("_T")
 
 
+_DONE_KEYS = {
+    "closed": "SELECT setting_id, workload, concurrency, repeat FROM cell WHERE run_id=? AND load_mode='closed'",
+    "open": "SELECT setting_id, workload, request_rate, repeat FROM cell WHERE run_id=? AND load_mode='open'",
+}
+"""Per load mode, the query for the keys of a run's stored cells (what --resume skips)."""
 _RUN_ID_DRAWS = 64
 """Ids drawn for a new run before giving up (65536 per second: reached only if something is wrong)."""
 
@@ -645,20 +650,16 @@ class Store:
     @_guarded("reading stored cells", writes=False)
     def done_cells(self, run_id: str) -> set[tuple[str, str, int, int]]:
         """(setting_id, workload, concurrency, repeat) of every stored cell: what --resume skips."""
-        rows = self._db.execute(
-            "SELECT setting_id, workload, concurrency, repeat FROM cell WHERE run_id=? AND load_mode='closed'",
-            (run_id,),
-        ).fetchall()
-        return {(r[0], r[1], int(r[2]), int(r[3])) for r in rows}
+        return {(r[0], r[1], int(r[2]), int(r[3])) for r in self._done(run_id, "closed")}
 
     @_guarded("reading stored cells", writes=False)
     def done_open_cells(self, run_id: str) -> set[tuple[str, str, float, int]]:
         """(setting_id, workload, request_rate, repeat) of every stored open-loop cell."""
-        rows = self._db.execute(
-            "SELECT setting_id, workload, request_rate, repeat FROM cell WHERE run_id=? AND load_mode='open'",
-            (run_id,),
-        ).fetchall()
-        return {(r[0], r[1], float(r[2]), int(r[3])) for r in rows}
+        return {(r[0], r[1], float(r[2]), int(r[3])) for r in self._done(run_id, "open")}
+
+    def _done(self, run_id: str, mode: Literal["closed", "open"]) -> list[Any]:
+        """The key rows of a run's stored cells of one load mode (its level: concurrency, or request rate)."""
+        return self._db.execute(_DONE_KEYS[mode], (run_id,)).fetchall()
 
     @_guarded("reading cells", writes=False)
     def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:

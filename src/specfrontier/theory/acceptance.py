@@ -38,6 +38,19 @@ where nothing measured says otherwise (a simulator profile's `rank_share` defaul
 its own from measured tree settings)."""
 
 
+MAX_RATE = 0.9999
+"""The highest conditional rate a model gives a draft (a rate of 1 would make every draft certain)."""
+
+
+def scaled_miss_rate(rate: float, miss_scale: float) -> float:
+    """1 - (1 - a) * m, kept within [0, MAX_RATE]: rate a with its miss rate 1 - a scaled by m (> 1: misses more).
+
+    Acceptance varies by scaling what is missed, not what is hit, so a rate near 1 stays below 1 and one
+    factor moves easy and hard positions alike: the simulator's per-request spread and the calibration's
+    acceptance parameter both scale rates this way."""
+    return min(MAX_RATE, max(0.0, 1.0 - (1.0 - rate) * miss_scale))
+
+
 def rates_to_depth(rates: Sequence[float], depth: int) -> list[float]:
     """Per-depth rates for depths 1..depth: the given ones, the last reused beyond them."""
     return [rates[min(j, len(rates) - 1)] for j in range(depth)]
@@ -104,10 +117,12 @@ def tree_tau(top1: Sequence[float], topk: int, draft_nodes: int, rank_share: flo
 
 __all__ = [
     "DEFAULT_RANK_SHARE",
+    "MAX_RATE",
     "chain_tau",
     "conditional_rates",
     "rank_probabilities",
     "rates_to_depth",
+    "scaled_miss_rate",
     "tree_nodes",
     "tree_reach",
     "tree_tau",

@@ -26,6 +26,9 @@ from typing import overload
 
 FLOOR_EPSILON = 1e-9
 """Added to M / slots before flooring, so an exact quotient (106 / 2.0 ...) does not floor one below."""
+S0_GRID = tuple(x / 2 for x in range(0, 33))
+"""Candidate recurrent-state slots per request S0 when solving the law, in the order they are tried (0 to 16
+in halves): the fitted model and the simulator's calibration solve the same law over the same grid."""
 UNBOUNDED = 10**9
 """The law's capacity when a request holds no state slots at all: the law sets no limit."""
 
@@ -94,6 +97,7 @@ def with_user_cap(capacity: int | None, max_running_requests: int | None) -> int
 
 __all__ = [
     "FLOOR_EPSILON",
+    "S0_GRID",
     "UNBOUNDED",
     "hybrid_state_capacity",
     "kv_capacity",

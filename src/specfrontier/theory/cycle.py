@@ -24,7 +24,8 @@ Trees make the last one necessary: a tree verifies D tokens per request (up to 6
 batch the verified tokens already touch many more experts than a chain's (the MoE term), and at a large
 batch they pass the ridge (the roofline term); a chain space rarely shows both at once.
 
-`verify_terms` gives each form's verify columns; the model adds the fixed, per-request and draft columns.
+`request_terms`, `draft_terms` and `verify_terms` are the columns: `cycle_time_ms` weighs them with a
+profile's known costs, the fitted model lays them out as its design row and fits the weights.
 """
 
 from __future__ import annotations
@@ -63,6 +64,17 @@ class CycleCosts(Protocol):
     def compute_knee_tokens(self) -> float: ...
     @property
     def compute_token_ms(self) -> float: ...
+
+
+def request_terms(batch: float) -> list[float]:
+    """[1, B]: the columns of the fixed cost and the per-running-request cost (`base_ms`, `request_ms`)."""
+    return [1.0, batch]
+
+
+def draft_terms(steps: int, batch: float, topk: int) -> list[float]:
+    """[s, s * B * k]: the columns of the draft forwards' costs (`draft_step_ms`, `draft_token_ms`): s draft
+    steps, each drafting k tokens for each of the B running requests."""
+    return [float(steps), steps * batch * topk]
 
 
 def verified_tokens(batch: float, draft_tokens: int) -> float:
@@ -126,13 +138,15 @@ def cycle_time_ms(
     if batch <= 0:
         return 0.0
     verified = verified_tokens(batch, draft_tokens)
-    t = costs.base_ms + costs.request_ms * batch
+    fixed, per_request = request_terms(batch)
+    t = costs.base_ms * fixed + costs.request_ms * per_request
     t += costs.expert_ms * expert_coverage(verified, experts, experts_per_token)
     t += costs.verify_token_ms * verified
     t += costs.compute_token_ms * compute_bound_tokens(verified, costs.compute_knee_tokens)
     if speculative:
+        draft_steps, drafted = draft_terms(steps, batch, topk)
         t += costs.spec_overhead_ms
-        t += steps * (costs.draft_step_ms + costs.draft_token_ms * batch * topk)
+        t += costs.draft_step_ms * draft_steps + costs.draft_token_ms * drafted
     return t
 
 
@@ -142,8 +156,10 @@ __all__ = [
     "CycleCosts",
     "compute_bound_tokens",
     "cycle_time_ms",
+    "draft_terms",
     "expert_coverage",
     "expert_coverage_fraction",
+    "request_terms",
     "routing_ratio",
     "verified_tokens",
     "verify_terms",

@@ -136,14 +136,17 @@ async def test_in_flight_cap_is_kept_and_reported() -> None:
 
 
 async def test_measured_cell_keeps_the_window_and_reports_the_schedule() -> None:
-    from specfrontier.load.open_loop import measure_open_loop
+    from specfrontier.load.open_loop import OpenLoopSchedule, measure_schedule
 
     handler = Delayed(hold_s=0.05)
     async for url in _serve(handler):
         async with StreamingClient(url) as client:
-            records, facts = await measure_open_loop(
-                client, PROMPTS, Sampling(), rate=20.0, duration_s=2.0, warmup_s=0.5, cooldown_s=0.5, seed=9
-            )
+
+            async def send(offsets: tuple[float, ...]) -> OpenLoopResult:
+                return await run_open_loop(client, PROMPTS, Sampling(), offsets=offsets)
+
+            schedule = OpenLoopSchedule(20.0, seed=9, duration_s=2.0, warmup_s=0.5, cooldown_s=0.5)
+            records, facts = await measure_schedule(send, schedule, max_in_flight=None)
     offsets = arrival_offsets(20.0, duration_s=2.0, seed=9)
     expected = measured_indices(offsets, span_s=2.0, warmup_s=0.5, cooldown_s=0.5)
     assert facts["sent"] == len(offsets) and facts["measured"] == len(expected) == len(records)

@@ -9,7 +9,7 @@ import pytest
 
 from specfrontier.errors import ConfigError
 from specfrontier.sim import (
-    MeasuredCell,
+    CalibrationCell,
     Measurements,
     SimProfile,
     calibrate_main,
@@ -18,7 +18,7 @@ from specfrontier.sim import (
     predict_table,
     render_table,
 )
-from specfrontier.sim.calibrate import ACCEPTANCE, calibrate, fit_capacity, with_parameters
+from specfrontier.sim.calibrate import ACCEPTANCE, calibrate, fit_profile_capacity, with_parameters
 
 SEED = "seed-qwen3.5-122b-a10b"
 CELLS = [(s, 1) for s in (1, 2, 3, 4)] + [(s, 4) for s in (1, 2, 3, 4)] + [(s, c) for s in (3, 4) for c in (16, 32, 64)]
@@ -27,12 +27,12 @@ CELLS = [(s, 1) for s in (1, 2, 3, 4)] + [(s, 4) for s in (1, 2, 3, 4)] + [(s, c
 def _own_measurements(profile: SimProfile) -> Measurements:
     """The profile's own predictions for the seed's published cells, as if they had been measured."""
     template = Measurements(
-        tuple(MeasuredCell(s, c, 1.0 if c <= 4 else None, 1.0 if c > 4 else None) for s, c in CELLS),
+        tuple(CalibrationCell(s, c, 1.0 if c <= 4 else None, 1.0 if c > 4 else None) for s, c in CELLS),
         ((1, 26), (2, 21), (3, 17)),
     )
     predicted = {(r.steps, r.concurrency): r.predicted for r in predict_table(profile, template).rows}
     cells = tuple(
-        MeasuredCell(s, c, predicted[(s, c)] if c <= 4 else None, predicted[(s, c)] if c > 4 else None)
+        CalibrationCell(s, c, predicted[(s, c)] if c <= 4 else None, predicted[(s, c)] if c > 4 else None)
         for s, c in CELLS
     )
     return Measurements(cells, template.max_running_requests)
@@ -65,19 +65,19 @@ def test_fitting_a_profile_to_its_own_predictions_recovers_the_table() -> None:
 def test_capacity_fit_reproduces_every_report() -> None:
     profile = load_profile(SEED)
     off = profile.model_copy(update={"capacity": profile.capacity.model_copy(update={"state_slots": 60.0})})
-    fitted = fit_capacity(off, [(1, 26), (2, 21), (3, 17)])
+    fitted = fit_profile_capacity(off, [(1, 26), (2, 21), (3, 17)])
     assert [capacity_law(fitted, s + 1) for s in (1, 2, 3)] == [26, 21, 17]
     assert fitted.capacity.slots_per_request == 2 and 105 <= fitted.capacity.state_slots <= 107
 
 
 def test_unknown_fit_parameter_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"fit = 'cycle.warp_ms'.*fix:"):
-        calibrate(load_profile(SEED), Measurements((MeasuredCell(1, 1, 120.0),)), fit=["cycle.warp_ms"])
+        calibrate(load_profile(SEED), Measurements((CalibrationCell(1, 1, 120.0),)), fit=["cycle.warp_ms"])
 
 
 def test_render_table_has_error_columns_and_summary_lines() -> None:
     profile = load_profile(SEED)
-    table = predict_table(profile, Measurements((MeasuredCell(3, 1, 234.0, None),), ((3, 17),)))
+    table = predict_table(profile, Measurements((CalibrationCell(3, 1, 234.0, None),), ((3, 17),)))
     text = render_table(table)
     assert "measured" in text and "predicted" in text and "error %" in text
     assert "max_running_requests" in text

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.sim import MeasuredCell, load_measurements, parse_measurements
+from specfrontier.sim import CalibrationCell, load_measurements, parse_measurements
 
 
 def test_seed_shape() -> None:
@@ -19,7 +19,7 @@ def test_seed_shape() -> None:
         "notes": ["ignored"],
     }
     m = parse_measurements(data)
-    assert m.cells == (MeasuredCell(1, 1, 123.0, None), MeasuredCell(1, 4, 119.0, 400.0))
+    assert m.cells == (CalibrationCell(1, 1, 123.0, None), CalibrationCell(1, 4, 119.0, 400.0))
     assert m.max_running_requests == ((1, 26),)
 
 
@@ -29,7 +29,7 @@ def test_list_shape_and_cells_wrapper() -> None:
         {"steps": 2, "concurrency": 32, "aggregate_tok_s": 1900.5, "max_running_requests": 21},
     ]
     m = parse_measurements({"cells": cells})
-    assert m.cells == (MeasuredCell(2, 1, 186.0, None), MeasuredCell(2, 32, None, 1900.5))
+    assert m.cells == (CalibrationCell(2, 1, 186.0, None), CalibrationCell(2, 32, None, 1900.5))
     assert m.max_running_requests == ((2, 21),)
 
 
@@ -60,4 +60,4 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
         load_measurements(bad)
     good = tmp_path / "good.json"
     good.write_text(json.dumps([{"steps": 1, "concurrency": 1, "per_request_tok_s": 100}]), encoding="utf-8")
-    assert load_measurements(good).cells == (MeasuredCell(1, 1, 100.0, None),)
+    assert load_measurements(good).cells == (CalibrationCell(1, 1, 100.0, None),)

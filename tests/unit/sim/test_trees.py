@@ -1,6 +1,6 @@
 """The simulator on SGLang trees: the event loop draws the theory's tree tau, verifies and reserves per tree.
 
-Trees are built as resolved settings (`simulate_resolved_cell`); that SGLang's own settings resolve to the
+Trees are built as resolved settings (`simulate_cell` takes them as they are); that SGLang's own settings resolve to the
 same trees (num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2, `theory.tree_bound`) is checked here
 and in tests/unit/sim/test_setting.py."""
 
@@ -11,10 +11,10 @@ import pytest
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.sim import SimProfile, load_profile
 from specfrontier.sim.acceptance import chain_rates
-from specfrontier.sim.costs import capacity, cycle_time_ms
+from specfrontier.sim.costs import capacity, setting_cycle_ms
 from specfrontier.sim.protocol import sim_setting
 from specfrontier.sim.setting import ResolvedSetting, resolve_setting
-from specfrontier.sim.virtual import simulate_resolved_cell
+from specfrontier.sim.virtual import simulate_cell
 from specfrontier.theory.acceptance import tree_tau
 
 SEED = "seed-qwen3.5-122b-a10b"
@@ -37,7 +37,7 @@ def test_simulated_acceptance_length_is_the_theory_tree_tau(
     setting = SGLangSetting(name="t", algorithm="EAGLE3", num_steps=steps, eagle_topk=topk, num_draft_tokens=draft)
     resolved = resolve_setting(sim_setting(setting))
     assert (resolved.num_steps, resolved.eagle_topk, resolved.num_draft_tokens) == (steps, topk, draft)
-    records = simulate_resolved_cell(
+    records = simulate_cell(
         profile, _tree(steps, topk, draft), concurrency=8, num_requests=64, workload="code", temperature=0.0,
         ignore_eos=False, input_tokens=64, max_tokens=256, seed=3,
     )  # fmt: skip
@@ -52,7 +52,7 @@ def test_simulated_acceptance_length_is_the_theory_tree_tau(
 
 def test_tree_verifies_its_draft_tokens_and_reserves_state_per_draft_token(profile: SimProfile) -> None:
     chain, tree = _tree(3, 1, 4), _tree(3, 4, 16)
-    assert cycle_time_ms(profile, tree, 8) > cycle_time_ms(profile, chain, 8)
+    assert setting_cycle_ms(profile, tree, 8) > setting_cycle_ms(profile, chain, 8)
     assert (capacity(profile, chain), capacity(profile, tree)) == (17, 5)  # floor(106 / (2 + D))
 
 
