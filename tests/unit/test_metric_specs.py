@@ -1,4 +1,4 @@
-"""The per-cell metric declaration (`metric_specs`) against the places that still spell metrics out, and the
+"""The per-cell metric declaration (`metrics.specs`) against the places that still spell metrics out, and the
 public shapes it lays out (JSON cell fields, CSV range columns, table headers), pinned."""
 
 from __future__ import annotations
