@@ -30,12 +30,7 @@ from specfrontier.load.workers import (
     resolve_open_workers,
     resolve_workers,
 )
-from specfrontier.metrics.counters import (
-    PER_REQUEST_EXACT_SOURCE,
-    PER_REQUEST_SOURCE,
-    per_request_counters,
-    window_counters,
-)
+from specfrontier.metrics.counters import window_counters
 from specfrontier.metrics.digest import try_digest
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord, SpecCounters
@@ -255,8 +250,6 @@ def to_server_time(records: list[RequestRecord], time_scale: float) -> list[Requ
 
 __all__ = [
     "EXIT_WAIT_S",
-    "PER_REQUEST_EXACT_SOURCE",
-    "PER_REQUEST_SOURCE",
     "CellDone",
     "CellLoad",
     "CounterReader",
@@ -264,9 +257,6 @@ __all__ = [
     "ServerCheck",
     "lost_connection",
     "measure_cell",
-    "per_request_counters",
-    "requests_per_cell",
     "require_evidence",
     "to_server_time",
-    "window_counters",
 ]
