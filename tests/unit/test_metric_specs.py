@@ -12,13 +12,10 @@ import pytest
 
 import specfrontier.report
 from specfrontier.analysis.summary import CellSummary, OverRepeats
+from specfrontier.metrics.declare import SECTIONS, LatencyColumn, MetricSpec, SloUse
 from specfrontier.metrics.specs import (
     ADDED_METRICS,
     CELL_METRICS,
-    SECTIONS,
-    LatencyColumn,
-    MetricSpec,
-    SloUse,
     _check,
     html_latency_columns,
     in_section,

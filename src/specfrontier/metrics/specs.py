@@ -26,14 +26,11 @@ import numpy as np
 
 from specfrontier.metrics import added
 from specfrontier.metrics.declare import (
-    SECTIONS,
     Grid,
     LatencyColumn,
     MetricSpec,
-    OverRepeats,
     Section,
     SloUse,
-    WindowValue,
 )
 from specfrontier.metrics.per_request import (
     percentile,
@@ -552,14 +549,6 @@ __all__ = [
     "ADDED_METRICS",
     "CELL_METRICS",
     "METRICS",
-    "SECTIONS",
-    "Grid",
-    "LatencyColumn",
-    "MetricSpec",
-    "OverRepeats",
-    "Section",
-    "SloUse",
-    "WindowValue",
     "compared",
     "html_latency_columns",
     "in_section",
