@@ -21,7 +21,7 @@ from specfrontier.textfiles import check_output_path, write_text_atomic
 if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
     from specfrontier.analysis import RunData
     from specfrontier.engines.base import Deployable, ScheduleFormat
-    from specfrontier.schedules import DepthSchedule
+    from specfrontier.schedules.choose import DepthSchedule
 
 
 def _paths(data: RunData) -> tuple[str, str | None]:
@@ -92,7 +92,7 @@ def run_schedule(
     """Print (and with `output`, write) the schedule, its launch command and the static choices."""
     from specfrontier.analysis.schedule_check import schedule_summary_lines
     from specfrontier.engines.base import LaunchTarget
-    from specfrontier.schedules import depth_schedule, run_setting, static_choices
+    from specfrontier.schedules.choose import depth_schedule, run_setting, static_choices
 
     _format(engine)  # an unknown format is refused before anything is printed
     if output is not None:
