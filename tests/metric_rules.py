@@ -14,8 +14,8 @@ from pathlib import Path
 
 from specfrontier.analysis import load_run
 from specfrontier.analysis.summary import OverRepeats
+from specfrontier.metrics.declare import MetricSpec
 from specfrontier.metrics.slo import parse_slo, window_goodput
-from specfrontier.metrics.specs import MetricSpec
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord, RequestSpecStats
 from specfrontier.report.csv_export import report_csv

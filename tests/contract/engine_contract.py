@@ -36,10 +36,10 @@ from specfrontier.config.load import parse_config
 from specfrontier.engines import registry
 from specfrontier.engines.base import EngineAdapter, EngineSetting, ParamNames
 from specfrontier.load import StreamingClient
+from specfrontier.metrics.counters import window_counters
 from specfrontier.perfmodel.cells import setting_params
 from specfrontier.process.launch import ServerProcess, free_port, group_alive
 from specfrontier.records import Sampling
-from specfrontier.runs.cell import window_counters
 from specfrontier.workloads import load_prompts
 
 

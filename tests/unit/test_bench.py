@@ -20,8 +20,8 @@ from specfrontier.analysis import load_run
 from specfrontier.cli import main
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.errors import ConfigError, EngineError
+from specfrontier.metrics.counters import PER_REQUEST_SOURCE
 from specfrontier.runs.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
-from specfrontier.runs.cell import PER_REQUEST_SOURCE
 from specfrontier.store import Store
 
 

@@ -13,8 +13,8 @@ import yaml
 from builders import closed_loop_ms
 from specfrontier.analysis import MIN_STEADY_LIFETIMES
 from specfrontier.config.load import parse_config
+from specfrontier.load.closed_loop import requests_per_cell
 from specfrontier.metrics.steady import steady_span
-from specfrontier.runs.cell import requests_per_cell
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import resolve_workload
 

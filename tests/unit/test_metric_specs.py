@@ -1,4 +1,4 @@
-"""The per-cell metric declaration (`metric_specs`) against the places that still spell metrics out, and the
+"""The per-cell metric declaration (`metrics.specs`) against the places that still spell metrics out, and the
 public shapes it lays out (JSON cell fields, CSV range columns, table headers), pinned."""
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ import pytest
 
 import specfrontier.report
 from specfrontier.analysis.summary import CellSummary, OverRepeats
+from specfrontier.metrics.declare import SECTIONS, LatencyColumn, MetricSpec, SloUse
 from specfrontier.metrics.specs import (
     ADDED_METRICS,
     CELL_METRICS,
-    SECTIONS,
-    LatencyColumn,
-    MetricSpec,
-    SloUse,
     _check,
     html_latency_columns,
     in_section,

@@ -16,9 +16,10 @@ import pytest
 from builders import tagged_processes
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
+from specfrontier.metrics.counters import PER_REQUEST_EXACT_SOURCE
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord
-from specfrontier.runs.cell import PER_REQUEST_EXACT_SOURCE, to_server_time
+from specfrontier.runs.cell import to_server_time
 from specfrontier.runs.sweep import open_sweep
 from specfrontier.sim import load_profile
 from specfrontier.sim.setting import SimSetting

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from specfrontier.load.closed_loop import requests_per_cell
+from specfrontier.metrics.counters import PER_REQUEST_SOURCE
+from specfrontier.metrics.counters import window_counters as _window_counters
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.runs.cell import PER_REQUEST_SOURCE, requests_per_cell
-from specfrontier.runs.cell import window_counters as _window_counters
 
 
 @pytest.mark.parametrize(

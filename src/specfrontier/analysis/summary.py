@@ -23,9 +23,10 @@ from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctnes
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.config.limits import DEFAULT_MAX_FAILED_SHARE
 from specfrontier.load.health import saturated
+from specfrontier.metrics.declare import MetricSpec
 from specfrontier.metrics.digest import CellDigest
 from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
-from specfrontier.metrics.specs import ADDED_METRICS, CELL_METRICS, MetricSpec
+from specfrontier.metrics.specs import ADDED_METRICS, CELL_METRICS
 from specfrontier.metrics.stats import NOISY_RELATIVE_MAD, Interval, bootstrap_ci, mad
 from specfrontier.metrics.timeslices import Spike, TimeSlice
 from specfrontier.metrics.window import CellMetrics

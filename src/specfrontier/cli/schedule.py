@@ -21,7 +21,7 @@ from specfrontier.textfiles import check_output_path, write_text_atomic
 if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
     from specfrontier.analysis import RunData
     from specfrontier.engines.base import Deployable, ScheduleFormat
-    from specfrontier.schedules import DepthSchedule
+    from specfrontier.schedules.choose import DepthSchedule
 
 
 def _paths(data: RunData) -> tuple[str, str | None]:
@@ -91,7 +91,8 @@ def run_schedule(
 ) -> None:
     """Print (and with `output`, write) the schedule, its launch command and the static choices."""
     from specfrontier.analysis.schedule_check import schedule_summary_lines
-    from specfrontier.schedules import depth_schedule, run_setting, static_choices
+    from specfrontier.engines.base import LaunchTarget
+    from specfrontier.schedules.choose import depth_schedule, run_setting, static_choices
 
     _format(engine)  # an unknown format is refused before anything is printed
     if output is not None:
@@ -112,14 +113,14 @@ def run_schedule(
         )
         launch = _launch(data, fmt, None, only.setting)
         setting = run_setting(data, only.setting)
-        console.print(f"    {escape(fmt.static_command(setting, launch, model=model, draft_model=draft))}")
+        console.print(f"    {escape(fmt.static_command(setting, LaunchTarget(model, draft, launch)))}")
         if launch is not None and launch.note():
             console.print(f"    ({escape(launch.note())})")
         return
     content = fmt.config(schedule, draft_model=draft or "<draft-model-path>")
     path = str(output) if output is not None else f"<{engine}-schedule-file>"
     launch = _launch(data, fmt, schedule)
-    command = fmt.command(schedule, content, path, model=model, draft_model=draft, launch=launch)
+    command = fmt.command(schedule, content, path, LaunchTarget(model, draft, launch))
     console.print(f"  {escape(fmt.above_last(content))}")
     text = fmt.file_text(content)
     if output is not None:
@@ -146,7 +147,7 @@ def run_schedule(
         console.print(f"  {choice.workload}: {escape(choice.setting)}, {escape(choice.figure)}")
         setting = run_setting(data, choice.setting)
         launch = _launch(data, fmt, None, choice.setting)
-        console.print(f"    {escape(fmt.static_command(setting, launch, model=model, draft_model=draft))}")
+        console.print(f"    {escape(fmt.static_command(setting, LaunchTarget(model, draft, launch)))}")
         if launch is not None and launch.note():
             console.print(f"    ({escape(launch.note())})")
 

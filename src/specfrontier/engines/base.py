@@ -419,6 +419,17 @@ async def get_text(session: aiohttp.ClientSession, url: str, what: str, hint: st
         return await resp.text()
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchTarget:
+    """What a schedule's or a static setting's launch command runs: the target model, the draft model, and
+    the deployable command the run measured on the format's own engine (None: another engine's run, so the
+    command is written with placeholders)."""
+
+    model: str
+    draft_model: str | None
+    launch: Deployable | None = None
+
+
 class ScheduleFormat(ABC):
     """How one engine reads a per-batch-size speculation schedule (`specfrontier schedule --engine NAME`):
     the file, the launch command that uses it, and the command of one static setting. The schedule is a
@@ -431,26 +442,15 @@ class ScheduleFormat(ABC):
         """The schedule as the engine's file (JSON); ConfigError when the engine cannot run this ladder."""
 
     @abstractmethod
-    def command(
-        self,
-        schedule: Any,
-        config: dict[str, Any],
-        config_path: str,
-        *,
-        model: str,
-        draft_model: str | None,
-        launch: Deployable | None = None,
-    ) -> str:
-        """The engine's launch command running the schedule written at `config_path`. `launch`: the deployable
-        command of the ladder's deepest setting when the run measured it on this engine (its interpreter,
-        model, limits and environment are what the schedule runs with), else None (placeholders)."""
+    def command(self, schedule: Any, config: dict[str, Any], config_path: str, target: LaunchTarget) -> str:
+        """The engine's launch command running the schedule written at `config_path`. `target.launch`: the
+        deployable command of the ladder's deepest setting when the run measured it on this engine (its
+        interpreter, model, limits and environment are what the schedule runs with), else None (placeholders)."""
 
     @abstractmethod
-    def static_command(
-        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
-    ) -> str:
-        """The engine's launch command for one static setting (`launch`: its deployable command when it was
-        measured on this engine)."""
+    def static_command(self, setting: EngineSetting, target: LaunchTarget) -> str:
+        """The engine's launch command for one static setting (`target.launch`: its deployable command when it
+        was measured on this engine)."""
 
     def file_text(self, config: dict[str, Any]) -> str:
         """The file as the engine reads it (JSON unless the engine reads another format)."""
@@ -478,6 +478,7 @@ __all__ = [
     "EngineAdapter",
     "EngineOptions",
     "EngineSetting",
+    "LaunchTarget",
     "ParamNames",
     "RunningNow",
     "ScheduleFormat",

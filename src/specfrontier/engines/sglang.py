@@ -38,6 +38,7 @@ from specfrontier.engines.base import (
     EngineAdapter,
     EngineOptions,
     EngineSetting,
+    LaunchTarget,
     ParamNames,
     ScheduleFormat,
     get_json,
@@ -605,23 +606,14 @@ class SGLangAdaptiveSchedule(ScheduleFormat):
     def config(self, schedule: Any, *, draft_model: str) -> dict[str, Any]:
         return sglang_adaptive_config(schedule)
 
-    def command(
-        self,
-        schedule: Any,
-        config: dict[str, Any],
-        config_path: str,
-        *,
-        model: str,
-        draft_model: str | None,
-        launch: Deployable | None = None,
-    ) -> str:
-        return sglang_adaptive_command(schedule, config_path, model=model, draft_model=draft_model, launch=launch)
+    def command(self, schedule: Any, config: dict[str, Any], config_path: str, target: LaunchTarget) -> str:
+        return sglang_adaptive_command(
+            schedule, config_path, model=target.model, draft_model=target.draft_model, launch=target.launch
+        )
 
-    def static_command(
-        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
-    ) -> str:
+    def static_command(self, setting: EngineSetting, target: LaunchTarget) -> str:
         """The setting's deployable command (a simulator run stores SGLang's equivalent)."""
-        return launch.text() if launch is not None else "(not stored)"
+        return target.launch.text() if target.launch is not None else "(not stored)"
 
 
 register_schedule_format(SGLangAdaptiveSchedule())

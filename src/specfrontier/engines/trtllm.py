@@ -100,6 +100,7 @@ from specfrontier.engines.base import (
     EngineAdapter,
     EngineOptions,
     EngineSetting,
+    LaunchTarget,
     ParamNames,
     ScheduleFormat,
     get_json,
@@ -846,17 +847,8 @@ class TrtllmDraftLenSchedule(ScheduleFormat):
     def config(self, schedule: Any, *, draft_model: str) -> dict[str, Any]:
         return trtllm_schedule_options(schedule, draft_model=draft_model)
 
-    def command(
-        self,
-        schedule: Any,
-        config: dict[str, Any],
-        config_path: str,
-        *,
-        model: str,
-        draft_model: str | None,
-        launch: Deployable | None = None,
-    ) -> str:
-        return trtllm_schedule_command(config_path, model=model, launch=launch)
+    def command(self, schedule: Any, config: dict[str, Any], config_path: str, target: LaunchTarget) -> str:
+        return trtllm_schedule_command(config_path, model=target.model, launch=target.launch)
 
     def file_text(self, config: dict[str, Any]) -> str:
         """YAML, as `--config` reads it: integer batch-size keys stay integers (JSON would make them strings)."""
@@ -868,20 +860,22 @@ class TrtllmDraftLenSchedule(ScheduleFormat):
         last = max(config["speculative_config"]["draft_len_schedule"])
         return f"above batch size {last}: no speculation (TensorRT-LLM's rule above the last key)"
 
-    def static_command(
-        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
-    ) -> str:
+    def static_command(self, setting: EngineSetting, target: LaunchTarget) -> str:
         """A setting measured on TensorRT-LLM: its deployable command; another engine's: its Eagle3/draft chain
         as an options file to write (shown inline)."""
-        if isinstance(setting, TrtllmSetting) and launch is not None:
-            return launch.text()
+        if isinstance(setting, TrtllmSetting) and target.launch is not None:
+            return target.launch.text()
         if not setting.speculative:
-            return shlex.join(["trtllm-serve", model])
+            return shlex.join(["trtllm-serve", target.model])
         kind = SCHEDULE_TYPES.get(setting.drafter or "")
         if kind is None or setting.depth is None:
             return f"(no TensorRT-LLM equivalent of {setting.name}: {setting.drafter} without a chain depth)"
-        spec = {"decoding_type": kind, "max_draft_len": setting.depth, "speculative_model": draft_model or "<draft>"}
-        return f"trtllm-serve {shlex.quote(model)} --config OPTIONS.yaml  # OPTIONS.yaml: " + json.dumps(
+        spec = {
+            "decoding_type": kind,
+            "max_draft_len": setting.depth,
+            "speculative_model": target.draft_model or "<draft>",
+        }
+        return f"trtllm-serve {shlex.quote(target.model)} --config OPTIONS.yaml  # OPTIONS.yaml: " + json.dumps(
             {"speculative_config": spec}
         )
 

@@ -45,6 +45,7 @@ from specfrontier.engines.base import (
     EngineAdapter,
     EngineOptions,
     EngineSetting,
+    LaunchTarget,
     ParamNames,
     RunningNow,
     ScheduleFormat,
@@ -711,34 +712,23 @@ class VllmDynamicSchedule(ScheduleFormat):
     def config(self, schedule: Any, *, draft_model: str) -> dict[str, Any]:
         return vllm_speculative_config(schedule, draft_model=draft_model)
 
-    def command(
-        self,
-        schedule: Any,
-        config: dict[str, Any],
-        config_path: str,
-        *,
-        model: str,
-        draft_model: str | None,
-        launch: Deployable | None = None,
-    ) -> str:
-        return vllm_command(config, model=model, launch=launch)
+    def command(self, schedule: Any, config: dict[str, Any], config_path: str, target: LaunchTarget) -> str:
+        return vllm_command(config, model=target.model, launch=target.launch)
 
-    def static_command(
-        self, setting: EngineSetting, launch: Deployable | None, *, model: str, draft_model: str | None
-    ) -> str:
+    def static_command(self, setting: EngineSetting, target: LaunchTarget) -> str:
         """A setting measured on vLLM: its deployable command; another engine's: its drafter and depth as
         vLLM's speculative config."""
-        if isinstance(setting, VllmSetting) and launch is not None:
-            return launch.text()
+        if isinstance(setting, VllmSetting) and target.launch is not None:
+            return target.launch.text()
         if not setting.speculative:
-            return vllm_command(None, model=model)
+            return vllm_command(None, model=target.model)
         method = VLLM_METHOD.get(setting.drafter or "")
         if setting.depth is None or method is None:
             return f"(no vLLM equivalent of {setting.name}: vLLM has no tree/top-k drafting or {setting.drafter})"
         spec: dict[str, Any] = {"method": method, "num_speculative_tokens": setting.depth}
         if method != "mtp":
-            spec["model"] = draft_model or "<draft-model-path>"
-        return vllm_command(spec, model=model)
+            spec["model"] = target.draft_model or "<draft-model-path>"
+        return vllm_command(spec, model=target.model)
 
 
 register_schedule_format(VllmDynamicSchedule())

@@ -385,14 +385,8 @@ async def measure_open_loop(
     client: StreamingClient,
     prompts: Sequence[Prompt],
     sampling: Sampling,
+    schedule: OpenLoopSchedule,
     *,
-    rate: float,
-    burstiness: float = 1.0,
-    seed: int = 0,
-    requests: int | None = None,
-    duration_s: float | None = None,
-    warmup_s: float = 0.0,
-    cooldown_s: float = 0.0,
     max_in_flight: int | None = None,
     workers: int = 1,
 ) -> tuple[list[RequestRecord], dict[str, Any], ClientHealth]:
@@ -401,7 +395,6 @@ async def measure_open_loop(
     add `client_workers`."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    schedule = OpenLoopSchedule(rate, burstiness, seed, requests, duration_s, warmup_s, cooldown_s)
     if workers == 1:
 
         async def send_here(offsets: tuple[float, ...]) -> OpenLoopResult:

@@ -26,14 +26,11 @@ import numpy as np
 
 from specfrontier.metrics import added
 from specfrontier.metrics.declare import (
-    SECTIONS,
     Grid,
     LatencyColumn,
     MetricSpec,
-    OverRepeats,
     Section,
     SloUse,
-    WindowValue,
 )
 from specfrontier.metrics.per_request import (
     percentile,
@@ -519,22 +516,22 @@ def _check(specs: tuple[MetricSpec, ...]) -> None:
     names = [m.name for m in specs]
     computed = {m.name for m in specs if m.compute is not None}
     if len(set(names)) != len(names):
-        raise ValueError(f"metric_specs: a metric is declared twice in {names}")
+        raise ValueError(f"metrics.specs: a metric is declared twice in {names}")
     for m in specs:
         if (m.compute is None) == (not m.source):
-            raise ValueError(f"metric_specs: {m.name} needs exactly one of compute and source")
+            raise ValueError(f"metrics.specs: {m.name} needs exactly one of compute and source")
         if m.source and m.source not in computed:
-            raise ValueError(f"metric_specs: {m.name} reads {m.source}, which no declaration computes")
+            raise ValueError(f"metrics.specs: {m.name} reads {m.source}, which no declaration computes")
         if m.over_repeats is None and (m.section or m.spread is not None or m.grid or m.latency or m.html_latency):
-            raise ValueError(f"metric_specs: {m.name} is a window figure only (over_repeats None) but is shown")
+            raise ValueError(f"metrics.specs: {m.name} is a window figure only (over_repeats None) but is shown")
         if m.over_repeats is None and (m.slo or m.compare):
-            raise ValueError(f"metric_specs: {m.name} is a window figure only but is an SLO or comparison figure")
+            raise ValueError(f"metrics.specs: {m.name} is a window figure only but is an SLO or comparison figure")
         if m.csv_range and m.spread is None:
-            raise ValueError(f"metric_specs: {m.name} has CSV min/max columns, read from `spread`, but no spread")
+            raise ValueError(f"metrics.specs: {m.name} has CSV min/max columns, read from `spread`, but no spread")
         if m.latency is not None and m.latency.then is not None and m.latency.then not in names:
-            raise ValueError(f"metric_specs: {m.name}'s latency column shows {m.latency.then}, which is not declared")
+            raise ValueError(f"metrics.specs: {m.name}'s latency column shows {m.latency.then}, which is not declared")
         if m.revision < 1:
-            raise ValueError(f"metric_specs: {m.name} has revision {m.revision}; fix: revisions start at 1")
+            raise ValueError(f"metrics.specs: {m.name} has revision {m.revision}; fix: revisions start at 1")
     for view, keys in (
         ("spread", [m.spread for m in specs if m.spread is not None]),
         ("latency", [m.latency.position for m in specs if m.latency is not None]),
@@ -542,7 +539,7 @@ def _check(specs: tuple[MetricSpec, ...]) -> None:
         ("comparison name", [m.compare for m in specs if m.compare is not None]),
     ):
         if len(set(keys)) != len(keys):
-            raise ValueError(f"metric_specs: two metrics share a {view}: {keys}")
+            raise ValueError(f"metrics.specs: two metrics share a {view}: {keys}")
 
 
 _check(METRICS)
@@ -552,14 +549,6 @@ __all__ = [
     "ADDED_METRICS",
     "CELL_METRICS",
     "METRICS",
-    "SECTIONS",
-    "Grid",
-    "LatencyColumn",
-    "MetricSpec",
-    "OverRepeats",
-    "Section",
-    "SloUse",
-    "WindowValue",
     "compared",
     "html_latency_columns",
     "in_section",

@@ -20,7 +20,8 @@ from specfrontier.analysis.drift import interleaved, level_drifts
 from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json, verdict_text
-from specfrontier.metrics.specs import CELL_METRICS, MetricSpec, Section, in_section, spread_metrics
+from specfrontier.metrics.declare import MetricSpec, Section
+from specfrontier.metrics.specs import CELL_METRICS, in_section, spread_metrics
 from specfrontier.report.bias import bias_json, gate_json, turns_json
 
 

@@ -8,8 +8,9 @@ Every table states its definitions in its notes (docs/metrics.md has the long fo
 from __future__ import annotations
 
 from specfrontier.analysis.summary import CellSummary, OverRepeats, RunData
+from specfrontier.metrics.declare import LatencyColumn
 from specfrontier.metrics.slo import slo_text
-from specfrontier.metrics.specs import LatencyColumn, latency_columns
+from specfrontier.metrics.specs import latency_columns
 from specfrontier.report.table_model import Table
 
 LATENCY_NOTE_HEAD = "p50 / p99 over each repeat's requests, then the median over repeats."

@@ -13,7 +13,7 @@ its connection); `MeasuredCell.store` writes the cell in one transaction and ret
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from specfrontier.errors import EngineResponseError
@@ -21,6 +21,7 @@ from specfrontier.load import StreamingClient
 from specfrontier.load.client import CONNECTION_ERROR_PREFIX
 from specfrontier.load.closed_loop import requests_per_cell
 from specfrontier.load.health import ClientHealth
+from specfrontier.load.open_loop import OpenLoopSchedule
 from specfrontier.load.sessions import run_sessions
 from specfrontier.load.workers import (
     ClientWorkers,
@@ -30,12 +31,7 @@ from specfrontier.load.workers import (
     resolve_open_workers,
     resolve_workers,
 )
-from specfrontier.metrics.counters import (
-    PER_REQUEST_EXACT_SOURCE,
-    PER_REQUEST_SOURCE,
-    per_request_counters,
-    window_counters,
-)
+from specfrontier.metrics.counters import window_counters
 from specfrontier.metrics.digest import try_digest
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord, SpecCounters
@@ -65,12 +61,9 @@ class CellLoad:
     mode: Literal["closed", "open"]
     rounds_per_cell: int
     client_workers: ClientWorkers
-    burstiness: float = 1.0
-    seed: int = 0
-    requests: int | None = None
-    duration_s: float | None = None
-    warmup_s: float = 0.0
-    cooldown_s: float = 0.0
+    open_loop: OpenLoopSchedule
+    """Open loop: the arrival schedule every cell follows, each at its own rate (`schedule`); its `rate`
+    here is a placeholder."""
     max_in_flight: int | None = None
     cell_duration_s: float | None = None
     """Closed loop: the shortest window (server seconds); sending goes on in whole passes until then."""
@@ -84,11 +77,15 @@ class CellLoad:
         open_loop: Any,
         cell_duration_s: float | None = None,
     ) -> CellLoad:
-        """From anything that carries the open-loop fields by these names (a tune config's `load:` block,
-        bench's options): one place that lists them."""
-        names = ("burstiness", "seed", "requests", "duration_s", "warmup_s", "cooldown_s", "max_in_flight")
-        fields = {n: getattr(open_loop, n) for n in names}
-        return cls(mode, rounds_per_cell, client_workers, **fields, cell_duration_s=cell_duration_s)
+        """From anything that carries `OpenLoopSchedule`'s fields (but the rate) and `max_in_flight` by
+        these names (a tune config's `load:` block, bench's options)."""
+        shape = {f.name: getattr(open_loop, f.name) for f in fields(OpenLoopSchedule) if f.name != "rate"}
+        schedule = OpenLoopSchedule(0.0, **shape)
+        return cls(mode, rounds_per_cell, client_workers, schedule, open_loop.max_in_flight, cell_duration_s)
+
+    def schedule(self, rate: float) -> OpenLoopSchedule:
+        """The open-loop schedule of the cell at `rate` req/s."""
+        return replace(self.open_loop, rate=rate)
 
 
 CounterReader = Callable[[], Awaitable[SpecCounters | None]]
@@ -165,13 +162,7 @@ async def measure_cell(
             client,
             prompts,
             workload.sampling,
-            rate=rate,
-            burstiness=load.burstiness,
-            seed=load.seed,
-            requests=load.requests,
-            duration_s=load.duration_s,
-            warmup_s=load.warmup_s,
-            cooldown_s=load.cooldown_s,
+            load.schedule(rate),
             max_in_flight=load.max_in_flight,
             workers=resolve_open_workers(
                 load.client_workers,
@@ -255,8 +246,6 @@ def to_server_time(records: list[RequestRecord], time_scale: float) -> list[Requ
 
 __all__ = [
     "EXIT_WAIT_S",
-    "PER_REQUEST_EXACT_SOURCE",
-    "PER_REQUEST_SOURCE",
     "CellDone",
     "CellLoad",
     "CounterReader",
@@ -264,9 +253,6 @@ __all__ = [
     "ServerCheck",
     "lost_connection",
     "measure_cell",
-    "per_request_counters",
-    "requests_per_cell",
     "require_evidence",
     "to_server_time",
-    "window_counters",
 ]

@@ -144,13 +144,13 @@ class VirtualSweep:
         ]
         cells = self._pool.map(simulated_cell, todo) if self._pool is not None else map(simulated_cell, todo)
         for cell in cells:
-            self.store.record_encoded_cell(
+            self.store.record_cell(
                 run_id,
                 setting_id=s.name,
                 workload=label,
                 concurrency=cell.concurrency,
                 repeat=cell.repeat,
-                encoded=cell.encoded,
+                requests=cell.encoded,
                 counters=cell.counters,
                 acceptance_source=SIM_SOURCE if cell.counters else None,
                 digest=cell.digest,

@@ -2,23 +2,3 @@
 declared workload (interactive, throughput, SLO-bound). Each engine writes a schedule in its own format
 (`engines.base.ScheduleFormat`, registered by the engine module: SGLang's adaptive `candidate_steps`,
 vLLM's `num_speculative_tokens_per_batch_size`)."""
-
-from specfrontier.schedules.choose import (
-    DepthSchedule,
-    LevelChoice,
-    ScheduleEntry,
-    StaticChoice,
-    depth_schedule,
-    run_setting,
-    static_choices,
-)
-
-__all__ = [
-    "DepthSchedule",
-    "LevelChoice",
-    "ScheduleEntry",
-    "StaticChoice",
-    "depth_schedule",
-    "run_setting",
-    "static_choices",
-]

@@ -558,7 +558,7 @@ class Store:
         workload: str,
         concurrency: int,
         repeat: int,
-        requests: Sequence[RequestRecord],
+        requests: Sequence[RequestRecord] | EncodedCell,
         counters: SpecCounters | None,
         acceptance_source: str | None,
         request_rate: float | None = None,
@@ -572,46 +572,17 @@ class Store:
         The requests are stored as compressed blobs with the repeat's figures: `digest`, when the caller
         computed it for its own use (`metrics.digest.try_digest(requests, C, or None for an open-loop
         cell)`), else computed here; both before the transaction, so the write lock is held only for the
-        writes."""
-        from specfrontier.metrics.digest import try_digest
-        from specfrontier.store.codec import encode_requests
+        writes. Requests already encoded (`store.codec.encode_requests`: what a worker process that
+        simulated the cell sends back, a few compressed kilobytes instead of every record) come with their
+        digest (None: none could be computed)."""
+        from specfrontier.metrics.digest import pack_digest, try_digest
+        from specfrontier.store.codec import EncodedCell, encode_requests
 
-        return self.record_encoded_cell(
-            run_id,
-            setting_id=setting_id,
-            workload=workload,
-            concurrency=concurrency,
-            repeat=repeat,
-            encoded=encode_requests(requests),
-            counters=counters,
-            acceptance_source=acceptance_source,
-            request_rate=request_rate,
-            load=load,
-            client_health=client_health,
-            digest=digest or try_digest(requests, concurrency if request_rate is None else None),
-        )
-
-    @_guarded("recording a cell", writes=True)
-    def record_encoded_cell(
-        self,
-        run_id: str,
-        *,
-        setting_id: str,
-        workload: str,
-        concurrency: int,
-        repeat: int,
-        encoded: EncodedCell,
-        counters: SpecCounters | None,
-        acceptance_source: str | None,
-        request_rate: float | None = None,
-        load: dict[str, Any] | None = None,
-        client_health: dict[str, Any] | None = None,
-        digest: CellDigest | None = None,
-    ) -> int:
-        """`record_cell` for requests already encoded (`store.codec.encode_requests`), with their digest
-        (None: none could be computed): what a worker process that simulated the cell sends back, a few
-        compressed kilobytes instead of every record."""
-        from specfrontier.metrics.digest import pack_digest
+        if isinstance(requests, EncodedCell):
+            encoded = requests
+        else:
+            encoded = encode_requests(requests)
+            digest = digest or try_digest(requests, concurrency if request_rate is None else None)
 
         packed = pack_digest(digest) if digest is not None else None
         with self._transaction() as db:

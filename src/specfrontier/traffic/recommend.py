@@ -1,7 +1,7 @@
 """The answer for a load profile: the best static setting, the schedule's gain over it, the loss of every
 other choice, and the replicas a peak demand needs under the SLO (docs/traffic.md).
 
-Why the schedule is judged here too: `schedules.depth_schedule` picks the best depth per measured batch size
+Why the schedule is judged here too: `schedules.choose.depth_schedule` picks the best depth per measured batch size
 (the report's tie rule), which helps only if the day spends time at the levels where the static best loses.
 Its day figures take, at each profile level, the setting of the schedule entry covering that batch size.
 A schedule of one range is the static setting it names, run through the engine's per-batch-size path: it is
@@ -132,7 +132,7 @@ def fit_predictor(data: RunData, cells: Sequence[object], rho: float | None) -> 
 
 def _schedule(data: RunData, source: LevelSource, shares: dict[int, float]) -> ScheduleAnswer:
     from specfrontier.analysis.schedule_check import schedule_summary_lines
-    from specfrontier.schedules import depth_schedule
+    from specfrontier.schedules.choose import depth_schedule
 
     try:
         schedule = depth_schedule(data)

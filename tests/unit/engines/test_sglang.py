@@ -15,9 +15,9 @@ from specfrontier.engines.sglang import (
 )
 from specfrontier.engines.sim import SimAdapter, SimEngine
 from specfrontier.errors import ConfigError
+from specfrontier.metrics.counters import PER_REQUEST_EXACT_SOURCE
+from specfrontier.metrics.counters import window_counters as _window_counters
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
-from specfrontier.runs.cell import PER_REQUEST_EXACT_SOURCE
-from specfrontier.runs.cell import window_counters as _window_counters
 
 HELP = """usage: sglang serve [-h] --model-path MODEL_PATH [--host HOST] [--port PORT] [--tp-size TP_SIZE]
   --speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE,NGRAM}

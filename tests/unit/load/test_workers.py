@@ -15,6 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from specfrontier.load.client import StreamingClient
+from specfrontier.load.open_loop import OpenLoopSchedule
 from specfrontier.load.workers import (
     WORKER_EVENTS_S,
     WORKER_STREAMS,
@@ -107,7 +108,7 @@ async def test_open_loop_over_two_workers_sends_on_the_shared_schedule(
     monkeypatch.setenv("SPECFRONTIER_WORKER_LOOP", "asyncio")  # the A/B switch: the standard loop
     async with StreamingClient(server.url) as client:
         records, facts, health = await measure_open_loop(
-            client, PROMPTS, Sampling(), rate=40.0, requests=10, max_in_flight=4, workers=2
+            client, PROMPTS, Sampling(), OpenLoopSchedule(40.0, requests=10), max_in_flight=4, workers=2
         )
     assert server.served == 10 and len(records) == 10 and all(r.ok for r in records)
     assert [r.prompt_id for r in records] == [f"p{i % 3}" for i in range(10)]

@@ -15,9 +15,10 @@ import specfrontier.metrics.digest as digest_module
 from metric_rules import C, assert_metric_works, sample_window
 from specfrontier.analysis.compare import COMPARED
 from specfrontier.errors import ConfigError
+from specfrontier.metrics.declare import MetricSpec
 from specfrontier.metrics.digest import digest_requests, pack_digest, unpack_digest
 from specfrontier.metrics.slo import parse_slo
-from specfrontier.metrics.specs import CELL_METRICS, METRICS, MetricSpec, slo_uses
+from specfrontier.metrics.specs import CELL_METRICS, METRICS, slo_uses
 from specfrontier.metrics.window import CellMetrics
 
 

@@ -21,7 +21,7 @@ from specfrontier.engines.trtllm import TrtllmDraftLenSchedule, trtllm_schedule_
 from specfrontier.engines.vllm import vllm_command, vllm_speculative_config
 from specfrontier.errors import ConfigError
 from specfrontier.runs.virtual_sweep import VirtualSweep
-from specfrontier.schedules import DepthSchedule, ScheduleEntry, depth_schedule, static_choices
+from specfrontier.schedules.choose import DepthSchedule, ScheduleEntry, depth_schedule, static_choices
 from specfrontier.store import Store
 
 LEVELS = (1, 4, 16, 64)

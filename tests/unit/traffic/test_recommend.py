@@ -17,7 +17,7 @@ from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.metrics.slo import parse_slo
 from specfrontier.report.traffic import answer_line
-from specfrontier.schedules import depth_schedule
+from specfrontier.schedules.choose import depth_schedule
 from specfrontier.store import Store
 from specfrontier.traffic import parse_peak, traffic_answer
 
