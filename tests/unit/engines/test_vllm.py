@@ -233,3 +233,27 @@ def test_the_engine_warnings_about_speed_are_read_from_a_recorded_server_log() -
     assert any(w.startswith("libiomp is not found in LD_PRELOAD. For best performance") for w in warnings)
     assert not any("Triton" in w or "ulimit" in w or "shutdown" in w for w in warnings)  # not about speed
     assert len(warnings) == len(set(warnings))  # repeated by several processes: once
+
+
+def test_intel_openmp_is_preloaded_from_the_vllm_environment_and_carried_into_the_deployable_command(
+    tmp_path: Path,
+) -> None:
+    env = tmp_path / "venv-vllm"
+    (env / "bin").mkdir(parents=True)
+    (env / "lib").mkdir()
+    python = env / "bin" / "python"
+    python.touch()
+    (env / "lib" / "libiomp5.so").touch()
+    setting = VllmSetting(name="k4", method="ngram", num_speculative_tokens=4, prompt_lookup_max=4, prompt_lookup_min=2)
+    adapter = VllmAdapter(VllmEngine(python=python, model="/m", cpu_kvcache_space_gib=1), installed=INSTALLED)
+    adapter.prepare((setting,))
+    assert adapter.environment() == {"VLLM_CPU_KVCACHE_SPACE": "1", "LD_PRELOAD": str(env / "lib" / "libiomp5.so")}
+    launched = adapter.command(setting, port=8123, max_concurrency=4)
+    text = adapter.deployable(setting, launched, host=None, port=None).text()
+    assert text.startswith(f"LD_PRELOAD={env / 'lib' / 'libiomp5.so'} VLLM_CPU_KVCACHE_SPACE=1 {python} -m vllm.")
+    off = VllmAdapter(VllmEngine(python=python, model="/m", intel_openmp=False), installed=INSTALLED)
+    off.prepare((setting,))
+    assert "LD_PRELOAD" not in off.environment()
+    (env / "lib" / "libiomp5.so").unlink()  # an environment without it: nothing to preload
+    assert "LD_PRELOAD" not in adapter.environment()
+    assert "LD_PRELOAD" not in adapter.deployable(setting, launched, host=None, port=None).text()
