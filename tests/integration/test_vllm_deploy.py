@@ -7,11 +7,19 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from builders import free_port, start_printed_command, stop_group
-from specfrontier.engines.vllm import VllmAdapter, VllmEngine, VllmSetting, resolve_model, resolve_python
+from specfrontier.engines.vllm import (
+    VllmAdapter,
+    VllmEngine,
+    VllmSetting,
+    intel_openmp_library,
+    resolve_model,
+    resolve_python,
+)
 from specfrontier.errors import DependencyError
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -34,10 +42,14 @@ def test_printed_command_starts_vllm_with_the_measured_kv_cache_and_speculation(
     port = free_port()
     deployed = adapter.deployable(setting, launched, host="127.0.0.1", port=port)
     command = deployed.text()
-    assert command.startswith("VLLM_CPU_KVCACHE_SPACE=1 ")
+    preload = intel_openmp_library(python)
+    assert preload is not None  # scripts/install.sh --vllm: the wheel's dependencies put it in .venv-vllm/lib
+    assert command.startswith(f"LD_PRELOAD={preload} VLLM_CPU_KVCACHE_SPACE=1 ")
 
     server = start_printed_command(command, f"http://127.0.0.1:{port}/health", timeout_s=540)
     try:
+        environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+        assert f"LD_PRELOAD={preload}".encode() in environ  # the measured environment, Intel OpenMP included
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
             metrics = resp.read().decode()
         body = json.dumps({"prompt": "a b c a b c a b c", "max_tokens": 16, "temperature": 0}).encode()

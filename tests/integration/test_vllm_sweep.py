@@ -110,6 +110,11 @@ async def test_a_real_vllm_sweep_reads_acceptance_and_capacity_back(vllm_python:
     assert all(c.itl_estimated_requests == 0 for c in data.cells), [
         (c.setting, c.concurrency, c.itl_estimated_requests) for c in data.cells
     ]
+    # the engine's own warnings about speed, from each server log: Intel OpenMP is preloaded, so vLLM does not
+    # warn about it; the n-gram settings still get vLLM's max_num_scheduled_tokens warning
+    warned = data.run.environment.get("engine_warnings", {})
+    assert not any("without Intel OpenMP" in w for ws in warned.values() for w in ws), warned
+    assert any("max_num_scheduled_tokens" in w for w in warned.get("ngram-k4", [])), warned
     assert _our_vllm_processes() == []
 
 

@@ -155,3 +155,36 @@ async def test_open_loop_cells_are_keyed_by_rate_and_the_first_request_is_stored
     # Resume finds nothing missing: open cells are recognised as done by their rate.
     sweep, _ = open_sweep(parse_config(data), None, resume=None)
     assert sweep._missing(run_id, sweep.config.settings[0]) == []
+
+
+async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from specfrontier.engines.vllm import performance_warnings
+    from specfrontier.report import print_report
+    from specfrontier.store import ENGINE_WARNINGS_KEY
+
+    recorded = (Path(__file__).parents[1] / "data" / "vllm_server_log.txt").read_text(encoding="utf-8")
+    seen: list[str] = []
+
+    def warnings_in(log: str) -> tuple[str, ...]:  # the face's log has none: read vLLM's recorded one with it
+        seen.append(log)
+        return performance_warnings(log + recorded)
+
+    data = _config(tmp_path / "s.db", [{"name": "no-spec"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2}])
+    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    monkeypatch.setattr(type(sweep.adapter), "performance_warnings", staticmethod(warnings_in))
+    await sweep.run(run_id)
+    run = load_run(sweep.store, run_id)
+    stored = run.run.environment[ENGINE_WARNINGS_KEY]
+    assert list(stored) == ["no-spec", "steps2"] and len(seen) == 2 and all(seen)  # each setting's own log, read
+    assert any(w.startswith("Speculative decoding on CPU without Intel OpenMP") for w in stored["steps2"])
+    out = io.StringIO()
+    print_report(run, Console(file=out, width=400))
+    assert "engine warned (no-spec, steps2): Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD" in (
+        out.getvalue()
+    )

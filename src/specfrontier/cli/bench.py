@@ -42,7 +42,9 @@ def run_bench(
         bench.on_cell_done = on_cell_done
         facts = bench.facts
         if on_cell_done is not None:
-            capacity = facts.capacity.max_running_requests if facts.capacity else "unknown"
+            capacity: object = facts.capacity.max_running_requests if facts.capacity else "unknown"
+            if facts.capacity and not facts.running_limit_read:
+                capacity = f"at most {capacity} until observed under load"
             console.print(
                 f"run [bold]{run_id}[/bold]: {escape(facts.engine)} at {escape(options.root)}, model "
                 f"{escape(str(facts.model))}, capacity {capacity} ({escape(facts.capacity_source)}) "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,16 @@ from specfrontier.store import Store
 Mode = Literal["live", "lines", "jsonl", "quiet"]
 LIVE_ROWS = 12
 """Finished cells shown in the live table (the most recent ones): the view must fit a laptop terminal."""
+HEARTBEAT_S = 20.0
+"""Seconds between 'still launching' lines while a server starts (a vLLM launch takes 1-3 minutes)."""
+
+
+def launched_program(argv: list[str]) -> str:
+    """What a launch runs, for its progress line: the interpreter and module of `python -m MODULE` (which
+    environment's Python matters), else the executable's name."""
+    if len(argv) >= 3 and argv[1] == "-m":
+        return f"{argv[0]} -m {argv[2]}"
+    return Path(argv[0]).name if argv else "?"
 
 
 def planned_cells(config: TuneConfig, store: Store | None = None, run_id: str | None = None) -> int:
@@ -69,11 +80,14 @@ class SweepProgress:
         per_setting_cells: int = 0,
         out: IO[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.console, self.mode, self.total = console, mode, total_cells
         self.per_setting = per_setting_cells
         self.out = out if out is not None else sys.stdout
         self.clock = clock
+        self.heartbeat_s = heartbeat_s
+        self._heartbeat: tuple[threading.Event, threading.Thread] | None = None
         self.started = clock()
         self.done = 0
         self.current = ""
@@ -102,6 +116,7 @@ class SweepProgress:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._stop_heartbeat()
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -152,17 +167,46 @@ class SweepProgress:
 
     def on_start(self, setting: EngineSetting, argv: list[str]) -> None:
         self.current = setting.name
-        program = " ".join(argv[1:3]) if argv[1:2] == ["-m"] else Path(argv[0]).name if argv else "?"
         self._emit("setting_start", setting=setting.name, argv=argv)
-        self._line(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(program)}")
+        self._line(f"[bold]setting {escape(setting.name)}[/bold]: launching {escape(launched_program(argv))}")
+        self._start_heartbeat(setting.name)
+
+    def _start_heartbeat(self, name: str) -> None:
+        """Until the server is ready (or fails), a line every `heartbeat_s` with the time since launch: a
+        vLLM launch on 2 cores takes 1-3 minutes of compile warm-up with nothing else to show. Human-readable
+        modes only (JSON lines are events, not ticks)."""
+        self._stop_heartbeat()
+        if self.mode not in ("live", "lines") or self.heartbeat_s <= 0:
+            return
+        stop, launched = threading.Event(), self.clock()
+
+        def beat() -> None:
+            while not stop.wait(self.heartbeat_s):
+                waited = round(self.clock() - launched)
+                self._line(
+                    f"  [dim]still launching {escape(name)}: {waited // 60}:{waited % 60:02d} since launch, "
+                    "waiting for the server to answer its health check[/dim]"
+                )
+
+        self._heartbeat = (stop, threading.Thread(target=beat, name="launch-heartbeat", daemon=True))
+        self._heartbeat[1].start()
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            stop, thread = self._heartbeat
+            stop.set()
+            thread.join(5)
+            self._heartbeat = None
 
     def on_ready(self, setting: EngineSetting, startup_s: float, capacity: Capacity) -> None:
+        self._stop_heartbeat()
         self._emit("setting_ready", setting=setting.name, startup_s=startup_s, capacity=capacity.max_running_requests)
         self._line(f"  ready in {startup_s:.2f} s, capacity {capacity.max_running_requests} requests")
         if "WARNING" in capacity.source:  # e.g. SGLang's silent reset of max_running_requests to 48
             self._line(f"  [yellow]{escape(capacity.source.split('WARNING: ', 1)[1])}[/yellow]")
 
     def on_failed(self, setting: EngineSetting, message: str) -> None:
+        self._stop_heartbeat()
         skipped = max(self.per_setting - self._done_by_setting.get(setting.name, 0), 0)
         self.total = max(self.total - skipped, self.done)  # its cells will not be measured
         self._emit("setting_failed", setting=setting.name, message=message)
@@ -246,4 +290,4 @@ def progress_mode(quiet: bool, events: str | None, console: Console) -> Mode:
     return "live" if console.is_terminal else "lines"
 
 
-__all__ = ["LIVE_ROWS", "Mode", "SweepProgress", "planned_cells", "progress_mode"]
+__all__ = ["HEARTBEAT_S", "LIVE_ROWS", "Mode", "SweepProgress", "launched_program", "planned_cells", "progress_mode"]

@@ -329,6 +329,12 @@ class EngineAdapter(ABC, Generic[SettingT]):
         run (only the command is), so they must hold no secret the user did not put in a config."""
         return {}
 
+    @classmethod
+    def performance_warnings(cls, log: str) -> tuple[str, ...]:
+        """What the server's own log warns about its speed (none by default): the run records them per
+        setting (`store.ENGINE_WARNINGS_KEY` of its environment) and the report prints them beside the figures."""
+        return ()
+
     def deployable(
         self, setting: SettingT | None, launched: Sequence[str], *, host: str | None, port: int | None
     ) -> Deployable:
@@ -469,6 +475,9 @@ class Detected:
     capacity: Capacity | None
     capacity_source: str
     version: str
+    running_limit_read: bool = True
+    """False when `capacity` is only an upper bound (vLLM's KV cache without `max_num_seqs`): `bench` then
+    watches the live gauges (`running_now`) under a load above its top level to observe the real limit."""
 
 
 __all__ = [

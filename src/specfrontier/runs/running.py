@@ -46,7 +46,7 @@ class RunningPeak:
             return Capacity(
                 self.running,
                 f"{capacity.source}; effective running limit {self.running} {seen}, "
-                f"up to {self.waiting} waiting (the server admitted fewer than launched)",
+                f"up to {self.waiting} waiting (the server admitted fewer than that figure)",
                 capacity.context_tokens,
             )
         queued = f", up to {self.waiting} waiting" if self.waiting else ", none waiting"

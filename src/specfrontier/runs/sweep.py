@@ -76,7 +76,7 @@ from specfrontier.runs.resume_config import config_changes, record_changes
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
-from specfrontier.store import Store
+from specfrontier.store import ENGINE_WARNINGS_KEY, Store
 from specfrontier.textfiles import file_name_for
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
@@ -328,6 +328,20 @@ class Sweep:
         with contextlib.suppress(SpecFrontierError):
             self.store.set_run_status(run_id, status)
 
+    def _record_engine_warnings(self, run_id: str, name: str, log_path: Path) -> None:
+        """Keep what the server's log warned about its speed (e.g. vLLM on the CPU without Intel OpenMP
+        preloaded) in the run's environment, per setting, so the report shows it beside the figures."""
+        try:
+            log = log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        warnings = self.adapter.performance_warnings(log)
+        if not warnings:
+            return
+        known = self.store.run(run_id).environment.get(ENGINE_WARNINGS_KEY)
+        merged = {**(known if isinstance(known, dict) else {}), name: list(warnings)}
+        self.store.merge_environment(run_id, ENGINE_WARNINGS_KEY, merged)
+
     def _missing(self, run_id: str, setting: EngineSetting) -> list[tuple[int, ResolvedWorkload, float]]:
         """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""
         if self.config.load.mode == "open":
@@ -379,6 +393,7 @@ class Sweep:
                     capacity_source=capacity.source,
                     context_tokens=capacity.context_tokens,
                 )
+                self._record_engine_warnings(run_id, setting.name, log_path)
                 if self.events.on_setting_ready:
                     self.events.on_setting_ready(setting, startup_s, capacity)
                 async with StreamingClient(

@@ -2,6 +2,7 @@
 
 from specfrontier.store.schema import SCHEMA_VERSION
 from specfrontier.store.sqlite import (
+    ENGINE_WARNINGS_KEY,
     FINAL_STATUSES,
     RUN_STATUSES,
     CellRow,
@@ -12,6 +13,7 @@ from specfrontier.store.sqlite import (
 )
 
 __all__ = [
+    "ENGINE_WARNINGS_KEY",
     "FINAL_STATUSES",
     "RUN_STATUSES",
     "SCHEMA_VERSION",

@@ -65,6 +65,11 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+ENGINE_WARNINGS_KEY = "engine_warnings"
+"""A run environment's {setting: [warning, ...]}: what each setting's server log warned about its speed
+(`EngineAdapter.performance_warnings`), written by the sweep and printed by the report."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunRow:
     run_id: str

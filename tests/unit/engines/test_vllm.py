@@ -20,6 +20,8 @@ from specfrontier.engines.vllm import (
     VllmSetting,
     capacity_from_metrics,
     counters_from_metrics,
+    max_num_seqs_from_server_info,
+    performance_warnings,
     resolve_python,
 )
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
@@ -205,3 +207,53 @@ async def test_the_warm_up_is_watched_until_it_ends_and_an_engine_without_gauges
     async with watch_running(none, None, "http://x") as quiet:  # type: ignore[arg-type]
         await asyncio.sleep(0.03)
     assert quiet.samples == 0
+
+
+def test_without_a_running_limit_the_kv_cache_is_named_an_upper_bound() -> None:
+    capacity = capacity_from_metrics(METRICS, MODELS, None)
+    assert (capacity.max_running_requests, capacity.context_tokens) == (22, 46592)
+    assert "an upper bound of 22; max_num_seqs not exposed" in capacity.source
+
+
+def test_max_num_seqs_is_read_from_server_info_only_where_it_is() -> None:
+    info = {"vllm_config": {"scheduler_config": {"max_num_seqs": 4, "max_num_batched_tokens": 2048}}}
+    assert max_num_seqs_from_server_info(info) == 4
+    for absent in (None, {}, {"vllm_config": "text form"}, {"vllm_config": {"scheduler_config": {}}}):
+        assert max_num_seqs_from_server_info(absent) is None
+    assert max_num_seqs_from_server_info({"vllm_config": {"scheduler_config": {"max_num_seqs": True}}}) is None
+
+
+def test_the_engine_warnings_about_speed_are_read_from_a_recorded_server_log() -> None:
+    log = (ROOT / "tests" / "data" / "vllm_server_log.txt").read_text(encoding="utf-8")
+    warnings = performance_warnings(log)
+    assert warnings[0].startswith("max_num_scheduled_tokens is set to 2048 based on the speculative decoding")
+    assert any(
+        w.startswith("Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD will cause") for w in warnings
+    )
+    assert any(w.startswith("libiomp is not found in LD_PRELOAD. For best performance") for w in warnings)
+    assert not any("Triton" in w or "ulimit" in w or "shutdown" in w for w in warnings)  # not about speed
+    assert len(warnings) == len(set(warnings))  # repeated by several processes: once
+
+
+def test_intel_openmp_is_preloaded_from_the_vllm_environment_and_carried_into_the_deployable_command(
+    tmp_path: Path,
+) -> None:
+    env = tmp_path / "venv-vllm"
+    (env / "bin").mkdir(parents=True)
+    (env / "lib").mkdir()
+    python = env / "bin" / "python"
+    python.touch()
+    (env / "lib" / "libiomp5.so").touch()
+    setting = VllmSetting(name="k4", method="ngram", num_speculative_tokens=4, prompt_lookup_max=4, prompt_lookup_min=2)
+    adapter = VllmAdapter(VllmEngine(python=python, model="/m", cpu_kvcache_space_gib=1), installed=INSTALLED)
+    adapter.prepare((setting,))
+    assert adapter.environment() == {"VLLM_CPU_KVCACHE_SPACE": "1", "LD_PRELOAD": str(env / "lib" / "libiomp5.so")}
+    launched = adapter.command(setting, port=8123, max_concurrency=4)
+    text = adapter.deployable(setting, launched, host=None, port=None).text()
+    assert text.startswith(f"LD_PRELOAD={env / 'lib' / 'libiomp5.so'} VLLM_CPU_KVCACHE_SPACE=1 {python} -m vllm.")
+    off = VllmAdapter(VllmEngine(python=python, model="/m", intel_openmp=False), installed=INSTALLED)
+    off.prepare((setting,))
+    assert "LD_PRELOAD" not in off.environment()
+    (env / "lib" / "libiomp5.so").unlink()  # an environment without it: nothing to preload
+    assert "LD_PRELOAD" not in adapter.environment()
+    assert "LD_PRELOAD" not in adapter.deployable(setting, launched, host=None, port=None).text()

@@ -168,3 +168,48 @@ def test_cells_dropped_by_the_sequential_rule_leave_the_plan_and_the_eta() -> No
     progress.events().on_cells_dropped(6)  # type: ignore[misc]
     assert progress.total == 21
     assert json.loads(out.getvalue().splitlines()[-1]) == {"event": "cells_dropped", "cells": 6, "total": 21}
+
+
+def test_a_module_launch_names_its_interpreter() -> None:
+    out = io.StringIO()
+    progress = SweepProgress(Console(file=out, width=200), "lines", 2, heartbeat_s=0)
+    argv = ["/opt/venv-vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server", "--port", "1"]
+    progress.on_start(Named("ngram-k2"), argv)
+    progress.on_start(Named("baseline"), ["/x/bin/llama-server", "--port", "1"])
+    text = out.getvalue()
+    assert "launching /opt/venv-vllm/bin/python -m vllm.entrypoints.openai.api_server" in text  # was "-m vllm..."
+    assert "launching llama-server" in text
+
+
+@pytest.mark.parametrize("mode", ["lines", "jsonl"])
+def test_a_slow_launch_prints_a_heartbeat_until_ready_in_human_modes_only(mode: str) -> None:
+    import threading
+
+    out, events = io.StringIO(), io.StringIO()
+    clock = Clock()
+    progress = SweepProgress(Console(file=out, width=200), mode, 2, out=events, clock=clock, heartbeat_s=0.01)
+    ticked = threading.Event()
+    real_line = progress._line
+
+    def line(markup: str) -> None:
+        real_line(markup)
+        if "still launching" in markup:
+            ticked.set()
+
+    progress._line = line  # type: ignore[method-assign]
+    with progress:
+        progress.on_start(Named("ngram-k4"), ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"])
+        clock.now += 95
+        assert ticked.wait(5 if mode == "lines" else 0.3) is (mode == "lines")
+        progress.on_ready(Named("ngram-k4"), 95.0, Capacity(4, "launched"))
+        after_ready = out.getvalue()
+        clock.now += 30
+        ticked.clear()
+        assert not ticked.wait(0.1)  # ready: the heartbeat stopped
+    if mode == "lines":
+        assert "still launching ngram-k4: 1:35 since launch, waiting for the server to answer its health check" in (
+            after_ready
+        )
+        assert out.getvalue().count("still launching") == after_ready.count("still launching")
+    else:
+        assert "still launching" not in out.getvalue() + events.getvalue()
