@@ -188,3 +188,18 @@ async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_t
     assert "engine warned (no-spec, steps2): Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD" in (
         out.getvalue()
     )
+
+
+async def test_each_launch_records_the_variables_its_server_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch environment (`EngineAdapter.environment`, handed to the server process) is stored per
+    setting: a deployable command prints it, not what the options would give later."""
+    from specfrontier.store import LAUNCH_ENVIRONMENT_KEY
+
+    data = _config(tmp_path / "s.db", [{"name": "no-spec"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2}])
+    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    monkeypatch.setattr(type(sweep.adapter), "environment", lambda self: {"SPECFRONTIER_TEST_VAR": "7"})
+    await sweep.run(run_id)
+    stored = load_run(sweep.store, run_id).run.environment[LAUNCH_ENVIRONMENT_KEY]
+    assert stored == {"no-spec": {"SPECFRONTIER_TEST_VAR": "7"}, "steps2": {"SPECFRONTIER_TEST_VAR": "7"}}

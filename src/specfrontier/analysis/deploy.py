@@ -9,6 +9,7 @@ measured under taken from the stored config's engine options.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from specfrontier.analysis.summary import RunData
 from specfrontier.engines.base import Deployable, EngineAdapter, deploy_address
 from specfrontier.engines.registry import spec, stored_setting
 from specfrontier.errors import ConfigError
+from specfrontier.store import LAUNCH_ENVIRONMENT_KEY
 
 
 def _adapter(data: RunData) -> EngineAdapter[Any] | None:
@@ -58,7 +60,12 @@ def deploy_command(data: RunData, name: str) -> Deployable | None:
         setting = stored_setting(data.run.engine, name, data.setting(name).params)
     except (ConfigError, ValidationError):
         setting = None
-    return adapter.deployable(setting, launched, host=host, port=port)
+    found = adapter.deployable(setting, launched, host=host, port=port)
+    recorded = data.run.environment.get(LAUNCH_ENVIRONMENT_KEY)
+    env = recorded.get(name) if isinstance(recorded, dict) else None
+    if isinstance(env, dict):  # what the server was measured with, not what the options would set today
+        return replace(found, env=tuple(sorted((str(k), str(v)) for k, v in env.items())))
+    return found
 
 
 NOT_LAUNCHED = "(no command: the run measured a server it did not launch, e.g. `bench --url`)"

@@ -76,7 +76,7 @@ from specfrontier.runs.resume_config import config_changes, record_changes
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
-from specfrontier.store import ENGINE_WARNINGS_KEY, Store
+from specfrontier.store import ENGINE_WARNINGS_KEY, LAUNCH_ENVIRONMENT_KEY, Store
 from specfrontier.textfiles import file_name_for
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
@@ -328,6 +328,14 @@ class Sweep:
         with contextlib.suppress(SpecFrontierError):
             self.store.set_run_status(run_id, status)
 
+    def _record_launch_environment(self, run_id: str, name: str, env: dict[str, str]) -> None:
+        """Keep the variables the setting's server is launched with (`LAUNCH_ENVIRONMENT_KEY`): its
+        deployable command prints these, what was measured, not what today's defaults would set."""
+        known = self.store.run(run_id).environment.get(LAUNCH_ENVIRONMENT_KEY)
+        recorded = known if isinstance(known, dict) else {}
+        if recorded.get(name) != env:
+            self.store.merge_environment(run_id, LAUNCH_ENVIRONMENT_KEY, {**recorded, name: dict(env)})
+
     def _record_engine_warnings(self, run_id: str, name: str, log_path: Path) -> None:
         """Keep what the server's log warned about its speed (e.g. vLLM on the CPU without Intel OpenMP
         preloaded) in the run's environment, per setting, so the report shows it beside the figures."""
@@ -450,7 +458,9 @@ class Sweep:
             self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
             if self.events.on_setting_start:
                 self.events.on_setting_start(setting, argv)
-            server = ServerProcess(argv, log_path, extra_env=self.adapter.environment())
+            env = self.adapter.environment()
+            self._record_launch_environment(run_id, setting.name, env)
+            server = ServerProcess(argv, log_path, extra_env=env)
             base_url = f"http://127.0.0.1:{port}"
             try:
                 server.start()

