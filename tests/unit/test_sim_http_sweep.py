@@ -185,9 +185,12 @@ async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_t
     assert any(w.startswith("Speculative decoding on CPU without Intel OpenMP") for w in stored["steps2"])
     out = io.StringIO()
     print_report(run, Console(file=out, width=400))
-    assert "engine warned (no-spec, steps2): Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD" in (
-        out.getvalue()
-    )
+    said = "engine warned (no-spec, steps2): Speculative decoding on CPU without Intel OpenMP in LD_PRELOAD"
+    assert said in out.getvalue()
+    from specfrontier.report import report_markdown
+    from specfrontier.report.html import report_html
+
+    assert said in report_markdown(run) and said in report_html(run)  # every format says it, not only the terminal
 
 
 async def test_each_launch_records_the_variables_its_server_got(

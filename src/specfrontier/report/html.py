@@ -37,6 +37,7 @@ from specfrontier.report.tables import (
     Table,
     all_tables,
     crossover_lines,
+    engine_warning_lines,
     flag_lines,
     recommendation_lines,
     spike_lines,
@@ -326,6 +327,7 @@ def report_html(data: RunData, samples: Sequence[SampleOutput] = (), traffic: Tr
         "title": f"specfrontier run {data.run.run_id} ({data.run.engine})" + (" - SIMULATED" if simulated else ""),
         "simulated": simulated,
         "simulated_note": SIMULATED_NOTE,
+        "engine_warnings": engine_warning_lines(data.run.environment),
         "nav": [
             ("recommendation", "Recommendation"),
             ("plots", "Speed"),

@@ -10,6 +10,7 @@ from specfrontier.report.tables import (
     Table,
     all_tables,
     crossover_lines,
+    engine_warning_lines,
     flag_lines,
     recommendation_lines,
     spike_lines,
@@ -41,6 +42,9 @@ def report_markdown(data: RunData) -> str:
     ]
     if env.get("simulated"):
         head += [f"**{SIMULATED_NOTE}**", ""]
+    warned = engine_warning_lines(env)
+    if warned:
+        head += [*(f"- **{_escape(line)}**" for line in warned), ""]
     body: list[str] = []
     for workload, view in data.workload_views():
         if data.multi_workload:

@@ -8,6 +8,7 @@ which metrics get a grid of their own is declared in `metrics.specs`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from specfrontier.analysis import (
     MIN_STEADY_CONCURRENCY,
@@ -29,6 +30,7 @@ from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
 from specfrontier.report.table_model import Table
+from specfrontier.store import ENGINE_WARNINGS_KEY
 
 SPREAD_NOTE = (
     "Each figure is the median over repeats; ±x% is half the range (max - min) over repeats, relative to "
@@ -399,6 +401,19 @@ def all_tables(data: RunData) -> list[Table]:
     return tables
 
 
+def engine_warning_lines(environment: dict[str, Any]) -> list[str]:
+    """The server logs' warnings about speed (`ENGINE_WARNINGS_KEY`), each once with the settings whose
+    launch printed it: the figures below were measured with what these say is missing."""
+    entries = environment.get(ENGINE_WARNINGS_KEY)
+    if not isinstance(entries, dict):
+        return []
+    by_text: dict[str, list[str]] = {}
+    for setting, warnings in entries.items():
+        for text in warnings if isinstance(warnings, list) else ():
+            by_text.setdefault(str(text), []).append(str(setting))
+    return [f"engine warned ({', '.join(settings)}): {text}" for text, settings in by_text.items()]
+
+
 __all__ = [
     "CLIENT_SATURATED_NOTE",
     "OPEN_LOOP_NOTE",
@@ -407,6 +422,7 @@ __all__ = [
     "all_tables",
     "client_flag_lines",
     "crossover_lines",
+    "engine_warning_lines",
     "evidence_table",
     "flag_lines",
     "recommendation_lines",

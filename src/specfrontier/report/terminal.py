@@ -18,11 +18,11 @@ from specfrontier.report.tables import (
     Table,
     all_tables,
     crossover_lines,
+    engine_warning_lines,
     flag_lines,
     recommendation_lines,
     spike_lines,
 )
-from specfrontier.store import ENGINE_WARNINGS_KEY
 
 
 def _rich(t: Table) -> RichTable:
@@ -65,19 +65,6 @@ def resume_change_lines(environment: dict[str, Any]) -> list[str]:
         if isinstance(entry, dict)
         for change in entry.get("changes", ())
     ]
-
-
-def engine_warning_lines(environment: dict[str, Any]) -> list[str]:
-    """The server logs' warnings about speed (`ENGINE_WARNINGS_KEY`), each once with the settings whose
-    launch printed it: the figures below were measured with what these say is missing."""
-    entries = environment.get(ENGINE_WARNINGS_KEY)
-    if not isinstance(entries, dict):
-        return []
-    by_text: dict[str, list[str]] = {}
-    for setting, warnings in entries.items():
-        for text in warnings if isinstance(warnings, list) else ():
-            by_text.setdefault(str(text), []).append(str(setting))
-    return [f"engine warned ({', '.join(settings)}): {text}" for text, settings in by_text.items()]
 
 
 def print_report(data: RunData, console: Console) -> None:
