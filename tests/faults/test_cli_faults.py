@@ -100,6 +100,7 @@ async def completions(request):
     if MODE == "stall":  # 200, then nothing, for good
         await asyncio.sleep(3600)
     for i, word in enumerate(["one ", "two ", "three"]):
+        await asyncio.sleep(0.05)  # a request lasts ~0.15 s: a cell of whole passes has a steady state
         finish = "stop" if i == 2 else None
         chunk = {"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": finish}]}
         await resp.write(f"data: {json.dumps(chunk)}\\n\\n".encode())
@@ -378,8 +379,9 @@ def test_bench_on_streams_without_usage_counts_chunks_and_says_so(
 ) -> None:
     url = stub_server("no-usage")
     store = tmp_path / "b.db"
-    done = cli("bench", "--url", url, "--concurrency", "1,2", "--repeats", "1", "--store", str(store),
-               "--quiet", cwd=tmp_path)  # fmt: skip
+    # 3 s per cell: a steady state (else no cell is evidence, and bench exits 1)
+    done = cli("bench", "--url", url, "--concurrency", "1,2", "--repeats", "1", "--cell-duration", "3",
+               "--store", str(store), "--quiet", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     run_id = latest_run(store)
     assert run_status(store, run_id) == "done"

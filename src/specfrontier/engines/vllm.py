@@ -563,8 +563,6 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
                 for word in removed
             ]
         env = self._environment(launched[0] if launched else self.python)  # the interpreter that was measured
-        if "intel_openmp" not in self.engine.model_fields_set:  # a run stored before the preload existed
-            env.pop("LD_PRELOAD", None)  # (its config has no such key) was measured without it
         if setting is not None and setting.method == "suffix":
             env["ARCTIC_INFERENCE_ENABLED"] = "1"  # the suffix drafter's plugin switch, set for its launch
         return Deployable(tuple(argv), tuple(sorted(env.items())), tuple(left_out))

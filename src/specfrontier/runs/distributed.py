@@ -69,6 +69,9 @@ class RecordingStore:
         self.sink.put(("record_cell", cell))
         return 0
 
+    def merge_environment_entry(self, run_id: str, key: str, entry: str, value: Any) -> None:
+        self.sink.put(("merge_environment_entry", (key, entry, value)))
+
 
 def measure_remotely(
     config_json: dict[str, Any],
@@ -230,6 +233,8 @@ class RaySweep(Sweep):
                 self.events.on_setting_start(setting, list(fields["command"]))
         elif kind == "record_cell":
             self._record(run_id, payload)
+        elif kind == "merge_environment_entry":
+            self.store.merge_environment_entry(run_id, *payload)
         elif kind == "finished":
             missing, failed = payload
             self._missing_count += missing

