@@ -223,3 +223,19 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.stderr.close()
     with contextlib.suppress(ProcessLookupError):  # the group's other members, if the server left any
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_bench(options: Any) -> str:
+    """`bench` in-process on `options` (a `runs.bench.BenchOptions`): open, measure every cell, close the
+    store; the run's id."""
+    import asyncio
+
+    from specfrontier.runs.bench import open_bench
+
+    async def go() -> str:
+        bench, run_id = await open_bench(options)
+        await bench.run(run_id)
+        bench.store.close()
+        return str(run_id)
+
+    return asyncio.run(go())

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from builders import run_bench
 from specfrontier.analysis import load_run
 from specfrontier.cli import main
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.errors import ConfigError, EngineError
 from specfrontier.metrics.counters import PER_REQUEST_SOURCE
-from specfrontier.runs.bench import BenchOptions, keep_alive, open_bench, parse_levels, server_root
+from specfrontier.runs.bench import BenchOptions, keep_alive, parse_levels, server_root
 from specfrontier.store import Store
 
 
@@ -153,20 +154,10 @@ def server() -> Iterator[tuple[str, LlamaLike]]:
         loop.close()
 
 
-def _bench(options: BenchOptions) -> str:
-    async def go() -> str:
-        bench, run_id = await open_bench(options)
-        await bench.run(run_id)
-        bench.store.close()
-        return run_id
-
-    return asyncio.run(go())
-
-
 def test_closed_loop_bench_stores_cells_capacity_and_acceptance(server: tuple[str, LlamaLike], tmp_path: Path) -> None:
     url, fake = server
     store = tmp_path / "b.db"
-    run_id = _bench(BenchOptions(url + "/v1/", concurrency=(1, 2), repeats=2, max_tokens=8, store=store))
+    run_id = run_bench(BenchOptions(url + "/v1/", concurrency=(1, 2), repeats=2, max_tokens=8, store=store))
     data = load_run(Store(store), run_id)
     assert data.run.status == "done" and data.run.engine == "llama.cpp"
     assert data.run.environment["engine_version"] == "b9999-test"
@@ -189,7 +180,7 @@ def test_closed_loop_bench_stores_cells_capacity_and_acceptance(server: tuple[st
 def test_keep_alive_flag_reuses_connections(server: tuple[str, LlamaLike], tmp_path: Path) -> None:
     url, fake = server
     store = tmp_path / "b.db"
-    run_id = _bench(BenchOptions(url, concurrency=(2,), repeats=2, max_tokens=8, store=store, keep_alive=True))
+    run_id = run_bench(BenchOptions(url, concurrency=(2,), repeats=2, max_tokens=8, store=store, keep_alive=True))
     (setting,) = load_run(Store(store), run_id).settings
     assert setting.params["keep_alive"] is True
     assert len(set(fake.peers)) <= 4 < len(fake.peers)  # 2 streams reuse their connections
@@ -204,7 +195,7 @@ def test_open_loop_bench_keys_cells_by_rate(server: tuple[str, LlamaLike], tmp_p
     url, _ = server
     store = tmp_path / "b.db"
     options = BenchOptions(url, rates=(5.0, 10.0), requests=12, warmup_s=0.2, repeats=1, max_tokens=8, store=store)
-    run_id = _bench(options)
+    run_id = run_bench(options)
     cells = Store(store).cells(run_id)
     assert sorted(c.request_rate for c in cells if c.request_rate is not None) == [5.0, 10.0]
     for c in cells:
@@ -214,7 +205,7 @@ def test_open_loop_bench_keys_cells_by_rate(server: tuple[str, LlamaLike], tmp_p
 def test_unreachable_server_fails_before_a_store_is_created(tmp_path: Path) -> None:
     store = tmp_path / "never.db"
     with pytest.raises(EngineError, match=r"no answer .*fix: start the server or correct --url"):
-        _bench(BenchOptions("http://127.0.0.1:1", concurrency=(1,), store=store))
+        run_bench(BenchOptions("http://127.0.0.1:1", concurrency=(1,), store=store))
     assert not store.exists()
 
 
@@ -224,7 +215,7 @@ def test_a_non_utf8_prompts_file_fails_before_the_server_is_contacted(tmp_path: 
     store = tmp_path / "never.db"
     options = BenchOptions("http://127.0.0.1:1", concurrency=(1,), prompts=str(prompts), store=store)
     with pytest.raises(ConfigError) as exc:
-        _bench(options)  # port 1 is closed: an EngineError would mean the server was contacted first
+        run_bench(options)  # port 1 is closed: an EngineError would mean the server was contacted first
     assert str(exc.value) == (
         f"--prompts = '{prompts}': not UTF-8 text (byte 0xe9 at offset 26, line 1); fix: save it as UTF-8"
     )
@@ -266,7 +257,7 @@ def test_tune_resume_refuses_a_bench_run(
 ) -> None:
     url, _ = server
     store = tmp_path / "b.db"
-    run_id = _bench(BenchOptions(url, concurrency=(1,), repeats=1, max_tokens=8, store=store))
+    run_id = run_bench(BenchOptions(url, concurrency=(1,), repeats=1, max_tokens=8, store=store))
     monkeypatch.setattr(sys, "argv", ["specfrontier", "tune", "--resume", run_id, "--store", str(store)])
     with pytest.raises(SystemExit) as exit_info:
         main()

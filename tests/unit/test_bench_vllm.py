@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from builders import run_bench
 from specfrontier.analysis import load_run
-from specfrontier.runs.bench import BenchOptions, open_bench
+from specfrontier.runs.bench import BenchOptions
 from specfrontier.store import Store
 
 METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics.txt").read_text()
@@ -117,20 +118,10 @@ def four_seats_dev_mode() -> Iterator[tuple[str, VllmLike]]:
         yield url, fake
 
 
-def _bench(options: BenchOptions) -> str:
-    async def go() -> str:
-        bench, run_id = await open_bench(options)
-        await bench.run(run_id)
-        bench.store.close()
-        return run_id
-
-    return asyncio.run(go())
-
-
 def test_the_running_limit_is_observed_not_the_kv_cache_bound(four_seats: tuple[str, VllmLike], tmp_path: Path) -> None:
     url, fake = four_seats
     store = tmp_path / "b.db"
-    run_id = _bench(BenchOptions(url, concurrency=(1, 4), repeats=1, rounds_per_cell=1, max_tokens=8, store=store))
+    run_id = run_bench(BenchOptions(url, concurrency=(1, 4), repeats=1, rounds_per_cell=1, max_tokens=8, store=store))
     (setting,) = load_run(Store(store), run_id).settings
     assert setting.capacity == 4  # it read 22 (the KV cache's 22.75 requests of max_model_len) before
     source = setting.capacity_source or ""
@@ -144,7 +135,7 @@ def test_a_limit_the_server_exposes_is_read_and_the_warm_up_stays_at_the_top_lev
 ) -> None:
     url, fake = four_seats_dev_mode
     store = tmp_path / "b.db"
-    run_id = _bench(BenchOptions(url, concurrency=(1, 2), repeats=1, rounds_per_cell=1, max_tokens=8, store=store))
+    run_id = run_bench(BenchOptions(url, concurrency=(1, 2), repeats=1, rounds_per_cell=1, max_tokens=8, store=store))
     (setting,) = load_run(Store(store), run_id).settings
     assert setting.capacity == 4
     assert "--max-num-seqs 4 read from /server_info scheduler_config (VLLM_SERVER_DEV_MODE=1)" in (
