@@ -349,6 +349,15 @@ class RunData:
             reasons.append("no steady state")
         return tuple(reasons)
 
+    def not_evidence_lines(self) -> list[str]:
+        """'<setting>[ <workload>] <level>: <reasons>' for every cell the evidence rule leaves out (`verdict`):
+        what `tune` and `bench` name when a run has no evidence."""
+        return [
+            f"{c.setting}{f' {c.workload}' if self.multi_workload else ''} {self.level_text(c.level)}: {'; '.join(why)}"
+            for c in self.cells
+            if (why := self.verdict(c))
+        ]
+
     def is_evidence(self, cell: CellSummary) -> bool:
         """Whether a cell may decide anything: the evidence rule found no reason against it (`verdict`)."""
         return not self.verdict(cell)

@@ -79,9 +79,7 @@ def run_bench(
         f"again with: {escape(report_command(run_id, options.store))}",
         soft_wrap=True,  # one line, so the command can be pasted whole
     )
-    reasons = [
-        f"{c.setting} {data.level_text(c.level)}: {'; '.join(why)}" for c in data.cells if (why := data.verdict(c))
-    ]
+    reasons = data.not_evidence_lines()
     # The same evidence rule as tune (docs/reliability.md); a run cut short says INCOMPLETE below instead.
     if failure is None and data.cells and len(reasons) == len(data.cells):
         again = bench_again_command(data.run.config["bench"], options.store)

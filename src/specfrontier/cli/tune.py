@@ -365,14 +365,7 @@ def tune(
         )
         raise typer.Exit(130) from None
     data = load_run(sweep.store, run_id, slos)
-    outcome = outcome.judged(
-        sum(map(data.is_evidence, data.cells)),
-        [
-            f"{c.setting}{f' {c.workload}' if data.multi_workload else ''} {data.level_text(c.level)}: {'; '.join(why)}"
-            for c in data.cells
-            if (why := data.verdict(c))
-        ],
-    )
+    outcome = outcome.judged(sum(map(data.is_evidence, data.cells)), data.not_evidence_lines())
     print_report(data, out)
     print_search_trace(sweep.planner, out)
     out.print(
