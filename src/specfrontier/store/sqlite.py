@@ -496,21 +496,24 @@ class Store:
     @_guarded("updating the run's environment", writes=True)
     def merge_environment(self, run_id: str, key: str, value: Any) -> None:
         """Set one key of the run's environment (e.g. the node a setting ran on, learnt during the run)."""
-        with self._transaction() as db:
-            row = db.execute("SELECT environment_json FROM run WHERE run_id=?", (run_id,)).fetchone()
-            environment = json.loads(row["environment_json"]) if row else {}
-            environment[key] = value
-            db.execute("UPDATE run SET environment_json=? WHERE run_id=?", (json.dumps(environment), run_id))
+        self._update_environment(run_id, lambda environment: {**environment, key: value})
 
     @_guarded("updating the run's environment", writes=True)
     def merge_environment_entry(self, run_id: str, key: str, entry: str, value: Any) -> None:
         """Set `entry` of the mapping under `key` of the run's environment (e.g. one setting's launch
         variables), read and written in one transaction so writers of other entries lose nothing."""
+
+        def merged(environment: dict[str, Any]) -> dict[str, Any]:
+            known = environment.get(key)
+            return {**environment, key: {**(known if isinstance(known, dict) else {}), entry: value}}
+
+        self._update_environment(run_id, merged)
+
+    def _update_environment(self, run_id: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """The run's environment read, changed and written back in one transaction."""
         with self._transaction() as db:
             row = db.execute("SELECT environment_json FROM run WHERE run_id=?", (run_id,)).fetchone()
-            environment = json.loads(row["environment_json"]) if row else {}
-            known = environment.get(key)
-            environment[key] = {**(known if isinstance(known, dict) else {}), entry: value}
+            environment = change(json.loads(row["environment_json"]) if row else {})
             db.execute("UPDATE run SET environment_json=? WHERE run_id=?", (json.dumps(environment), run_id))
 
     @_guarded("updating a setting", writes=True)
