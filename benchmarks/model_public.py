@@ -1,7 +1,7 @@
 """The performance model on public tables nobody here made (issue 38): how wrong it is, whether its stated
 error covers that, what its picks lose, and what guided search needs on each table.
 
-Run: `.venv/bin/python benchmarks/model_public.py [--json] [--tables FILE ...] [--no-depth-cap]`
+Run: `.venv/bin/python benchmarks/model_public.py [--json | --json-out FILE] [--tables FILE ...] [--no-depth-cap]`
 (default: every `.csv`/`.json` table in benchmarks/public; results of a run are kept in
 benchmarks/public/RESULTS.md).
 
@@ -344,22 +344,24 @@ def replay_guided(table: Table, *, depth_cap: bool = True) -> Guided:
 # -- one table, all tables ------------------------------------------------------------------------------
 
 
-def score(path: Path, *, depth_cap: bool = True, guided: bool = True) -> Score:
+def score(path: Path, *, depth_cap: bool = True, guided: bool = True, model: bool = True) -> Score:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         table = read_table(path, Store(Path(tmp) / "public.db"))
     result = Score(path.name, table.engine, len(table.cells), len(table.settings), table.levels, table.set_aside)
-    try:
-        model = _fit(table, table.cells)
-        errors = [h.error for c, k, v in _figures(table.cells) if (h := _predict(model, c, k, v)).error is not None]
-        result.form = model.form
-        result.train_rms_pct = 100.0 * math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else None
-    except SpecFrontierError as exc:
-        result.train_note = f"fit failed: {exc}"
-    result.loso = held_out(table, lambda c: c.setting, result.refused, lambda k: f"setting {k}")
-    result.lolo = held_out(table, lambda c: c.concurrency, result.refused, lambda k: f"C={k}")
-    result.picks_loso = picks(table, result.loso)
-    result.picks_lolo = picks(table, result.lolo)
+    if model:
+        try:
+            full = _fit(table, table.cells)
+            figures = _figures(table.cells)
+            errors = [h.error for c, k, v in figures if (h := _predict(full, c, k, v)).error is not None]
+            result.form = full.form
+            result.train_rms_pct = 100.0 * math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else None
+        except SpecFrontierError as exc:
+            result.train_note = f"fit failed: {exc}"
+        result.loso = held_out(table, lambda c: c.setting, result.refused, lambda k: f"setting {k}")
+        result.lolo = held_out(table, lambda c: c.concurrency, result.refused, lambda k: f"C={k}")
+        result.picks_loso = picks(table, result.loso)
+        result.picks_lolo = picks(table, result.lolo)
     if guided:
         try:
             result.guided = replay_guided(table, depth_cap=depth_cap)
@@ -488,14 +490,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", nargs="*", default=[], help="table files (default: all of benchmarks/public)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON to this file")
     parser.add_argument("--no-depth-cap", action="store_true", help="guided: today's default depth, not the table's")
     parser.add_argument("--no-guided", action="store_true", help="skip the guided-search replay")
+    parser.add_argument("--guided-only", action="store_true", help="only the guided-search replay (no held-out fits)")
     args = parser.parse_args()
     scores = []
     for path in tables(args.tables):
-        scores.append(score(path, depth_cap=not args.no_depth_cap, guided=not args.no_guided))
+        scores.append(
+            score(path, depth_cap=not args.no_depth_cap, guided=not args.no_guided, model=not args.guided_only)
+        )
         if not args.json:
             print(f"scored {path.name} in {scores[-1].seconds:.0f} s", file=sys.stderr, flush=True)
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(to_json(scores), indent=1) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(to_json(scores), indent=1))
         return 0
