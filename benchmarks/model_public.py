@@ -203,13 +203,18 @@ def _fit(table: Table, cells: Sequence[ModelCell]) -> FittedModel:
     return fit_model(list(cells), rho=table.rho)
 
 
-def _predict(model: FittedModel | None, cell: ModelCell, kind: str, measured: float) -> HeldOut:
+def _predict(
+    model: FittedModel | None, cell: ModelCell, kind: str, measured: float, why: list[str] | None = None
+) -> HeldOut:
+    """The model's prediction of one figure; a refusal appends the model's own reason to `why`."""
     chain = cell.params.speculative and cell.params.topk == 1
     if model is None:
         return HeldOut(cell.setting, cell.concurrency, kind, measured, None, None, None, chain)
     try:
         p = model.predict(cell.params, cell.concurrency)
-    except SpecFrontierError:
+    except SpecFrontierError as exc:
+        if why is not None:
+            why.append(str(exc))
         return HeldOut(cell.setting, cell.concurrency, kind, measured, None, None, None, chain)
     value = p.aggregate_tok_s if kind == "aggregate_tok_s" else p.per_request_tok_s
     interval = p.aggregate_interval if kind == "aggregate_tok_s" else p.per_request_interval
@@ -231,10 +236,11 @@ def held_out(
         except SpecFrontierError as exc:
             model = None
             refused[label(key)] = f"fit failed: {exc}"
+        why: list[str] = []
         for cell, kind, value in _figures(test):
-            h = _predict(model, cell, kind, value)
+            h = _predict(model, cell, kind, value, why)
             if h.predicted is None and label(key) not in refused:
-                refused[label(key)] = "the model refuses it (no fitted cell of its drafter family)"
+                refused[label(key)] = f"the model refuses it: {why[-1]}" if why else "the model refuses it"
             out.append(h)
     return out
 
