@@ -180,3 +180,41 @@ def test_a_speedup_table_imports_against_its_stated_baseline(tmp_path: Path) -> 
     on_baseline = [{"algorithm": None, "concurrency": 1, "speedup": 1.0}]
     with pytest.raises(ConfigError, match=r"speedup = 1 on the setting without speculation"):
         load_table(_rows(tmp_path, on_baseline))
+
+
+def test_a_decode_rate_above_the_aggregate_is_accepted_at_one_user_only(tmp_path: Path) -> None:
+    """At C = 1 a running request's decode rate exceeds the aggregate (TTFT and client gaps count in the
+    aggregate only: GuideLLM's 1/ITL against its window throughput); at C >= 2 it means swapped columns."""
+    one = {**GOOD, "concurrency": 1, "aggregate_tok_s": 247.49, "per_request_tok_s": 262.76}
+    table = load_table(_rows(tmp_path, [one]))
+    assert table.cells[0].per_request_tok_s == 262.76
+    with pytest.raises(ConfigError, match=r"per_request_tok_s = 262.76 exceeds aggregate_tok_s = 247.49"):
+        load_table(_rows(tmp_path, [{**one, "concurrency": 2}]))
+
+
+def test_an_adaptive_setting_keeps_its_mode_in_its_parameters(tmp_path: Path) -> None:
+    """vLLM's adaptive verification at num_speculative_tokens 7 is not the static k = 7: the mode is stored
+    with the setting's parameters, so a fit can tell the two apart."""
+    rows = [
+        {"setting": "k7", "method": "dspark", "num_speculative_tokens": 7, "concurrency": 1, "aggregate_tok_s": 251.2},
+        {
+            "setting": "k7-adaptive",
+            "method": "dspark",
+            "num_speculative_tokens": 7,
+            "adaptive": "enable_adaptive_verification",
+            "concurrency": 1,
+            "aggregate_tok_s": 269.0,
+        },
+    ]
+    table = load_table(_rows(tmp_path, rows, engine="vllm"))
+    params = {s.name: s.params for s in table.settings}
+    assert params["k7"] == {"method": "dspark", "num_speculative_tokens": 7}
+    assert params["k7-adaptive"] == {**params["k7"], "adaptive": "enable_adaptive_verification"}
+    store = Store(tmp_path / "s.db")
+    run_id = store_table(store, table)
+    assert {s.name: s.params for s in store.settings(run_id)}["k7-adaptive"][
+        "adaptive"
+    ] == "enable_adaptive_verification"
+    baseline = {"setting": "base", "adaptive": "on", "concurrency": 1, "aggregate_tok_s": 100.0}
+    with pytest.raises(ConfigError, match=r"row 1: adaptive = 'on' on a setting without speculation; fix: drop it"):
+        load_table(_rows(tmp_path, [baseline], engine="vllm"))

@@ -16,8 +16,11 @@ parameters as the engines spell them (`algorithm`, `method`, `spec_type`, `num_s
 `max_running_requests`), `concurrency` or `batch_size`, `aggregate_tok_s` and/or `per_request_tok_s`,
 optional `capacity` (the engine's read-back max running requests), `acceptance_length` (tau incl. the
 bonus token) and `acceptance_per_position` (P(position i accepted) per verify step; a JSON list, or
-numbers separated by `;` in CSV). Problems are one ConfigError, raised before anything is written, that
-lists every problem of the file (up to MAX_LISTED_PROBLEMS), each naming the row, the field and the fix.
+numbers separated by `;` in CSV), and `adaptive` (a speculative setting whose engine sizes the verified draft
+per step, e.g. vLLM's `enable_adaptive_verification`: the mode's name, kept in the setting's parameters so a
+fit can tell the policy from a static setting of the same maximum depth). Problems are one ConfigError,
+raised before anything is written, that lists every problem of the file (up to MAX_LISTED_PROBLEMS), each
+naming the row, the field and the fix.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ from specfrontier.textfiles import read_text_utf8
 PARAM_KEYS = (*vocabulary().table_keys, "max_running_requests")
 """Setting parameters a row may carry, as the registered engines spell them (and the model's own names)."""
 _INT_PARAMS = (vocabulary().integer_keys & set(PARAM_KEYS)) | {"max_running_requests"}
+ADAPTIVE_KEY = "adaptive"
+"""A setting run by an adaptive policy of its engine (the value names it): stored with its parameters."""
 FIGURE_KEYS = ("per_request_tok_s", "aggregate_tok_s", "capacity", "acceptance_length", "acceptance_per_position")
 SPEEDUP_KEYS = ("speedup", "speedup_of", "baseline_tok_s")
 """A speed-up table's row: `speedup` x the baseline's `speedup_of` figure (per_request_tok_s by default) at the
 same concurrency; the baseline is `baseline_tok_s` on the row, else the file's row without speculation."""
-ROW_KEYS = ("engine", "setting", "concurrency", "batch_size", *PARAM_KEYS, *FIGURE_KEYS, *SPEEDUP_KEYS)
+ROW_KEYS = ("engine", "setting", "concurrency", "batch_size", *PARAM_KEYS, ADAPTIVE_KEY, *FIGURE_KEYS, *SPEEDUP_KEYS)
 _TOK_S = ("per_request_tok_s", "aggregate_tok_s")
 _NAME = re.compile(r"^[A-Za-z0-9_.:+=-]+$")
 _ENGINE = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -181,6 +186,10 @@ def _row_parts(
         value = row[key]
         params[key] = _whole(value, where, key, minimum=0) if key in _INT_PARAMS else str(value).strip()
     sp = setting_params(params, where=where)
+    if not _blank(row.get(ADAPTIVE_KEY)):
+        if not sp.speculative:
+            raise _fail(where, f"{ADAPTIVE_KEY} = {row[ADAPTIVE_KEY]!r} on a setting without speculation", "drop it")
+        params[ADAPTIVE_KEY] = str(row[ADAPTIVE_KEY]).strip()
     c = _whole(row.get("concurrency"), where, "concurrency", minimum=1)
     b = _whole(row.get("batch_size"), where, "batch_size", minimum=1)
     if c is not None and b is not None and c != b:
@@ -195,7 +204,9 @@ def _row_parts(
         raise _fail(
             where, "no figure: aggregate_tok_s, per_request_tok_s and speedup are all empty", "add aggregate_tok_s"
         )
-    if per_request is not None and aggregate is not None and per_request > aggregate * 1.0001:
+    # A running request's decode rate may exceed the aggregate at one user (TTFT and client gaps count in the
+    # aggregate only); with two or more it cannot: above it, the columns are swapped.
+    if per_request is not None and aggregate is not None and level >= 2 and per_request > aggregate * 1.0001:
         raise _fail(
             where,
             f"per_request_tok_s = {per_request:g} exceeds aggregate_tok_s = {aggregate:g}",

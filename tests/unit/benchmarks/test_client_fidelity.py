@@ -6,40 +6,25 @@ fidelity server checks only causal facts (every chunk is received after it was s
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from aiohttp.test_utils import TestServer
 
+from builders import load_benchmark
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import Prompt, RequestRecord, Sampling
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
 SAMPLE = Path(__file__).with_name("data") / "guidellm-0.8.1-report.json"
 MS = 1_000_000
 
 
-def _load(name: str) -> ModuleType:
-    """Import a benchmarks/ script by path (benchmarks/ is not a package)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-fa = _load("fidelity_analysis")
-fs = _load("fidelity_server")
+fa = load_benchmark("fidelity_analysis")
+fs = load_benchmark("fidelity_server")
 
 
 def _stream(sid: int, sent_ms: list[float], arrival_ms: float = 0.0, wall_offset_ms: float = 1e9) -> object:

@@ -3,21 +3,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
-BENCHMARK = Path(__file__).resolve().parents[3] / "benchmarks" / "model_accuracy_trees.py"
+from builders import load_benchmark
 
 
 def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("model_accuracy_trees", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("model_accuracy_trees")
 
 
 def test_space_spans_every_dimension_within_sglangs_bound() -> None:

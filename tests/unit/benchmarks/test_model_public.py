@@ -1,0 +1,74 @@
+"""benchmarks/model_public.py's core: the held-out definitions, the loss of the model's pick and the
+guided-search replay, on one small table (made up for the test: not a public table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+from builders import load_benchmark
+from specfrontier.perfmodel import ModelCell, SettingParams
+
+SMALL = (
+    "engine,setting,method,num_speculative_tokens,adaptive,concurrency,aggregate_tok_s,per_request_tok_s,"
+    "acceptance_length\n"
+    """vllm,no-spec,,,,1,91.6,92.1,
+vllm,no-spec,,,,8,670.8,84.4,
+vllm,no-spec,,,,64,3666.4,57.7,
+vllm,mtp-k1,mtp,1,,1,150.0,155.0,1.8
+vllm,mtp-k1,mtp,1,,8,1100.0,140.0,1.8
+vllm,mtp-k1,mtp,1,,64,4900.0,77.0,1.8
+vllm,mtp-k2,mtp,2,,1,178.8,185.2,2.25
+vllm,mtp-k2,mtp,2,,8,1272.8,163.3,2.29
+vllm,mtp-k2,mtp,2,,64,5173.9,83.0,2.28
+vllm,mtp-k2-adaptive,mtp,2,enable_adaptive_verification,1,180.0,186.0,2.3
+"""
+)
+
+
+def _module() -> ModuleType:
+    return load_benchmark("model_public")
+
+
+def _cell(setting: str, steps: int, c: int, agg: float) -> ModelCell:
+    return ModelCell(setting, SettingParams(steps=steps, family="mtp" if steps else "none"), c, aggregate_tok_s=agg)
+
+
+def test_the_pick_loses_against_the_measured_best_and_a_refusal_is_no_claim() -> None:
+    bench = _module()
+    cells = (_cell("a", 0, 1, 100.0), _cell("b", 1, 1, 120.0), _cell("a", 0, 8, 700.0), _cell("b", 1, 8, 650.0))
+    table = bench.Table("t", "vllm", cells, None, {"a": {}, "b": {}}, {})
+    held = [
+        bench.HeldOut("a", 1, "aggregate_tok_s", 100.0, 130.0, 120.0, 140.0, False),  # predicted above b
+        bench.HeldOut("b", 1, "aggregate_tok_s", 120.0, 125.0, 115.0, 135.0, True),
+        bench.HeldOut("a", 8, "aggregate_tok_s", 700.0, 690.0, 680.0, 700.0, False),
+        bench.HeldOut("b", 8, "aggregate_tok_s", 650.0, None, None, None, True),  # refused
+    ]
+    one, eight = bench.picks(table, held)
+    assert (one.best, one.pick) == ("b", "a")
+    assert abs(one.loss_pct - 100 * 20 / 120) < 1e-9  # 16.7 % lost
+    assert abs(one.stated_pct - 100 * 10 / 130) < 1e-9 and one.exceeds  # beyond its stated 7.7 %
+    assert eight.pick == "a" and eight.loss_pct == 0.0 and eight.refused == ("b",) and not eight.exceeds
+
+
+def test_score_a_small_table(tmp_path: Path) -> None:
+    bench = _module()
+    path = tmp_path / "small.csv"
+    path.write_text(SMALL, encoding="utf-8")
+    s = bench.score(path)
+    assert s.set_aside == {"mtp-k2-adaptive": s.set_aside["mtp-k2-adaptive"]} and s.cells == 9
+    assert s.levels == [1, 8, 64] and s.settings == 3
+    assert s.train_rms_pct is not None and s.train_rms_pct < 10
+    # every figure is held out once per scheme: 9 cells x 2 figures
+    assert len(s.loso) == 18 and len(s.lolo) == 18
+    assert {h.setting for h in s.loso} == {"no-spec", "mtp-k1", "mtp-k2"}
+    covered, n = bench._coverage(s.loso + s.lolo)
+    assert 0 <= covered <= n <= 36
+    assert [p.concurrency for p in s.picks_loso] == [1, 8, 64] == [p.concurrency for p in s.picks_lolo]
+    g = s.guided
+    assert g is not None and g.grid == 3 and g.outside == 0 and 2 <= g.launches <= 3
+    assert set(g.regret_pct) == {1, 8, 64} and all(v >= 0 for v in g.regret_pct.values())
+    assert "confirmed" in g.stop or "not confirmed" in g.stop
+    line = bench.pooled_line([s])
+    assert line.startswith("pooled over 1 tables: coverage") and "chains LOSO mean" in line
+    assert bench.to_json([s])["tables"][0]["guided"]["grid"] == 3
