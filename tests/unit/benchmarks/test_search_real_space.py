@@ -77,3 +77,53 @@ def test_replay_makes_the_choices_of_a_live_search(bench: ModuleType, tmp_path: 
     live_obs, replay_obs = observe(store, live_id), observe(Store(tmp_path / "replay.db"), replay.run_id)
     assert replay_obs.figures == live_obs.figures
     assert replay_obs.launches == live_obs.launches <= observe(store, grid_id).launches
+
+
+FIXTURE = BENCH / "spaces" / "llamacpp-ngram" / "store.db"
+
+
+def _fixture() -> tuple[Store, str]:
+    store = Store(FIXTURE, read_only=True)
+    (run,) = store.runs()
+    return store, run.run_id
+
+
+def test_the_fixture_is_a_real_three_dimensional_space_measured_with_repeats() -> None:
+    store, run_id = _fixture()
+    run = store.run(run_id)
+    assert run.engine == "llamacpp" and run.environment["simulated"] is False and run.status == "done"
+    settings = store.settings(run_id)
+    speculative = [s.params for s in settings if s.speculative]
+    assert len(settings) >= 13 and len(speculative) >= 12 and all(s.status == "done" for s in settings)
+    assert {p["spec_type"] for p in speculative} == {"ngram-simple", "ngram-map-k", "ngram-map-k4v"}
+    assert {p["ngram_size_n"] for p in speculative} == {2, 4} and {p["ngram_size_m"] for p in speculative} == {4, 8, 16}
+    cells = {(c.setting_id, c.concurrency, c.repeat) for c in store.cells(run_id)}
+    assert cells == {(s.name, c, r) for s in settings for c in (1, 2, 4) for r in range(3)}
+
+
+@pytest.mark.slow
+def test_a_grid_replay_of_the_fixture_reads_every_cell_as_stored(bench: ModuleType, tmp_path: Path) -> None:
+    fixture, run_id = _fixture()
+    store = Store(tmp_path / "replay.db")
+    replay = bench.FixtureSweep(fixture, run_id).replay(store, SearchConfig())
+    assert replay.outside == ()
+    assert observe(store, replay.run_id).figures == observe(fixture, run_id).figures
+
+
+@pytest.mark.slow
+def test_guided_on_the_fixture_measures_only_stored_cells_with_every_repeat(bench: ModuleType, tmp_path: Path) -> None:
+    fixture, run_id = _fixture()
+    sweep = bench.FixtureSweep(fixture, run_id)
+    assert sweep.deepest() == 16
+    store = Store(tmp_path / "replay.db")
+    replay = sweep.replay(store, SearchConfig(strategy="guided", max_depth=sweep.deepest()))
+    assert replay.outside == () and replay.planner.stop_reason
+    got, truth = observe(store, replay.run_id), observe(fixture, run_id)
+    measured = {name for name in got.status if got.measured(name)}
+    assert measured and got.launches == len(measured) <= truth.launches
+    for key, figures in got.figures.items():
+        assert figures == truth.figures[key]  # the replayed cell is the stored one, all three repeats
+        assert figures["aggregate_tok_s"].n == 3
+    # what the benchmark prints of a level: the fixture's best, the pick, the regret between them
+    best, pick, gap = bench.regret(truth, got, 1, "aggregate_tok_s")
+    assert pick in measured and 0.0 <= gap < 1.0 and (gap == 0.0) == (pick == best)
