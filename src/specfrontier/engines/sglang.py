@@ -263,6 +263,12 @@ class SGLangEngine(EngineOptions):
     model_path: str = Field(description="--model-path of the target model.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path (EAGLE head, draft).")
     python: Path | None = Field(None, description="Python that has sglang installed (default: this one).")
+    launch_module: str = Field(
+        "sglang.launch_server",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="Module `python -m` serves with: SGLang's launcher, or a wrapper that takes its arguments "
+        "(specfrontier.sim.sglang_frontend: SGLang's own server with the simulator as its GPU, .venv-sglang).",
+    )
     tp_size: int = Field(1, ge=1, le=64, description="--tp-size.")
     mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0, description="--mem-fraction-static.")
     startup_timeout_s: float = startup_timeout(900.0, "Seconds to wait for /health_generate.")
@@ -347,7 +353,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         eng = self.engine
         assert isinstance(eng, SGLangEngine)
         python = str(eng.python) if eng.python is not None else sys.executable
-        argv = [python, "-m", "sglang.launch_server", "--model-path", eng.model_path, "--tp-size", str(eng.tp_size)]
+        argv = [python, "-m", eng.launch_module, "--model-path", eng.model_path, "--tp-size", str(eng.tp_size)]
         if eng.draft_model_path is not None:
             argv += ["--speculative-draft-model-path", eng.draft_model_path]
         if eng.mem_fraction_static is not None:
@@ -487,6 +493,8 @@ def capacity_from_server_info(info: Mapping[str, Any], setting: SGLangSetting) -
             f"; WARNING: SGLang reset the unset --max-running-requests to {SPEC_DEFAULT_CAP} under speculation "
             "(set max_running_requests to choose the capacity)"
         )
+    if isinstance(states, list) and states and isinstance(states[0], Mapping) and states[0].get("simulated") is True:
+        source += "; the server's scheduler is the simulator (specfrontier.sim.sglang_frontend): a MODEL"
     tokens = info.get("max_total_num_tokens")
     return Capacity(mrr, source, tokens if isinstance(tokens, int) else None)
 
