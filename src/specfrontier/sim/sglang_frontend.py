@@ -19,8 +19,10 @@ What differs from SGLang on a GPU (docs/architecture.md, "SGLang's own front end
 - torchvision's C++ ops are CUDA builds on the registry; the front end imports torchvision only for
   multimodal transforms, so the two operator schemas its import registers fake kernels for (`nms`,
   `qnms`) are declared first (`sglang_scheduler.declare_torchvision_schemas`) and no kernel is ever run.
-- The simulator's own options are `--sim-profile`, `--sim-workload`, `--sim-time-scale` and `--sim-seed`;
-  they are taken off the command line before SGLang parses it.
+- The simulator's own options are `--sim-profile`, `--sim-workload`, `--sim-time-scale` and `--sim-seed`,
+  and one fault: `--sim-crash-after N` (with `--sim-crash-once-file PATH`) kills the scheduler process after
+  N answered requests, and SGLang's own watchdog takes the server down; they are taken off the command line
+  before SGLang parses it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from collections.abc import Sequence
 
 from specfrontier.sim.sglang_scheduler import ENV_PREFIX
 
-SIM_OPTIONS = ("--sim-profile", "--sim-workload", "--sim-time-scale", "--sim-seed")
+SIM_OPTIONS = (
+    "--sim-profile",
+    "--sim-workload",
+    "--sim-time-scale",
+    "--sim-seed",
+    "--sim-crash-after",
+    "--sim-crash-once-file",
+)
 SGLANG_VERSION = "0.5.23"
 """The SGLang whose private launch names (`launch_server`'s scheduler hook, the ZMQ messages) this speaks."""
 

@@ -38,6 +38,8 @@ ENV_PREFIX = "SPECFRONTIER_SGLANG_SIM_"
 """The simulator's options reach the spawned scheduler through the environment (set by `sglang_frontend`)."""
 PLACEHOLDER_TEXT = " tok"
 """Each generated token is the model tokenizer's first token of this text: the model is timing, not language."""
+HEALTH_CHECK_PREFIX = "HEALTH_CHECK"
+"""Request ids of SGLang's own /health_generate probes (`HEALTH_CHECK_RID_PREFIX`, srt/constants.py:12)."""
 INCREMENTAL_OFFSET = 5
 """Prompt tokens the detokenizer gets before the output (SGLang's INIT_INCREMENTAL_DETOKENIZATION_OFFSET,
 srt/managers/schedule_batch.py:163), as `Req.init_incremental_detokenize` sends them."""
@@ -135,6 +137,10 @@ class SimulatedScheduler:
         self.workload = self.profile.workload(env_option("workload", "synthetic"), where="sglang frontend")
         self.time_scale = float(env_option("time_scale", "1.0"))
         self.seed = int(env_option("seed", "0"))
+        crash_after = int(env_option("crash_after", "0"))
+        self.crash_after = crash_after if crash_after > 0 else None
+        self.crash_once_file = env_option("crash_once_file", "") or None
+        self.completed = 0
         self.setting = resolved_setting(server_args)
         self.capacity = self.setting.max_running_requests or capacity(self.profile, self.setting)
         self.speculative = self.setting.speculative
@@ -261,6 +267,25 @@ class SimulatedScheduler:
         elapsed = time.monotonic() - started
         self.last_gen_throughput = len(out.output_ids) / elapsed if elapsed > 0 else 0.0
         await self._send(out, finished=finished)
+        if not str(request.rid).startswith(HEALTH_CHECK_PREFIX):
+            self._completed()
+
+    def _completed(self) -> None:
+        """`--sim-crash-after N`: the scheduler process dies after N answered requests (once, with
+        `--sim-crash-once-file PATH`: only while PATH is absent, which it creates), and SGLang's own watchdog
+        takes the server down (srt/utils/watchdog.py `SubprocessWatchdog`: SIGQUIT to the launcher)."""
+        self.completed += 1
+        if self.crash_after is None or self.completed < self.crash_after:
+            return
+        once = self.crash_once_file
+        if once is not None:
+            if os.path.exists(once):
+                return
+            with open(once, "w", encoding="utf-8") as marker:
+                marker.write("crashed once\n")
+        log(f"simulated scheduler crash after {self.completed} requests (--sim-crash-after)", "ERROR")
+        sys.stderr.flush()
+        os._exit(1)
 
     def _count_step(self, out: _Output, tokens: int) -> None:
         """One verify step that emitted `tokens` (accepted drafts + 1), counted as SGLang's scheduler counts it
