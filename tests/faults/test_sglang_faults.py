@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.faults.conftest import MatrixEntry, cli, count_rows, latest_run, run_status, write_config
+from tests.faults.conftest import MatrixEntry, cli, count_rows, latest_run, run_status, sim_config, write_config
 
 from sglang_frontend import frontend_engine, require_sglang
 from specfrontier.store import Store
@@ -20,22 +20,14 @@ pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
 
 def _config(store: Path, crash_knobs: list[str]) -> dict[str, Any]:
-    return {
-        "engine": frontend_engine(),
-        "workload": {"max_tokens": 16, "ignore_eos": True},
-        "concurrency": [1, 2],
-        "repeats": 1,
-        "rounds_per_cell": 1,
-        "warmup_rounds": 0,
-        "request_timeout_s": 60,
-        "client_workers": 1,
-        "settings": [
-            {"name": "no-spec"},
-            {"name": "standalone-s2", "algorithm": "STANDALONE", "num_steps": 2, "eagle_topk": 1,
-             "extra_args": crash_knobs},
-        ],
-        "store": str(store),
-    }  # fmt: skip
+    """The fault matrix's small sweep (`sim_config`), served by SGLang's front end, one repeat."""
+    settings = [
+        {"name": "no-spec"},
+        {"name": "standalone-s2", "algorithm": "STANDALONE", "num_steps": 2, "extra_args": crash_knobs},
+    ]
+    return sim_config(
+        store, settings, engine=frontend_engine(), repeats=1, rounds_per_cell=1, warmup_rounds=0, request_timeout_s=60
+    )
 
 
 def test_sglang_scheduler_crash_mid_run_is_incomplete_and_resume_completes_it(
