@@ -325,6 +325,10 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     name: ClassVar[str] = "sglang"
     health_path: ClassVar[str] = "/health_generate"
+    health_timeout_s: ClassVar[float] = 30.0
+    """`/health_generate` runs a one-token generation and sleeps in 1 s steps until the scheduler answered,
+    up to HEALTH_CHECK_TIMEOUT = 20 s (0.5.23 `srt/entrypoints/http_server.py:218`, `:779`): a probe cut
+    at 1 s never saw a real SGLang ready (issue 37)."""
     counters_source: ClassVar[str] = ""
 
     def __init__(self, engine: EngineOptions, *, help_text: str | None = None) -> None:

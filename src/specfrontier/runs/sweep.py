@@ -460,7 +460,9 @@ class Sweep:
             try:
                 server.start()
                 startup_s = await server.wait_ready(
-                    base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
+                    base_url + self.adapter.health_path,
+                    timeout_s=self.adapter.startup_timeout_s,
+                    probe_timeout_s=self.adapter.health_timeout_s,
                 )
             except PortTakenError as exc:
                 server.stop()
@@ -520,7 +522,8 @@ class Sweep:
                     log_path=server.log_path,
                     log_tail=tail_of(server.log_path),
                 )
-            if wait_s and not await answers_health(session, client.base_url + self.adapter.health_path):
+            health_url = client.base_url + self.adapter.health_path
+            if wait_s and not await answers_health(session, health_url, self.adapter.health_timeout_s):
                 raise EngineStalled(  # requests lost their connection and it is still going down
                     f"server stopped answering during the cell {where}: requests lost their connection and its "
                     f"health check fails, though it had not exited {wait_s:g} s later; nothing of the cell is "
@@ -546,15 +549,11 @@ class Sweep:
             self.events.on_cell_done(done)
 
 
-HEALTH_PROBE_S = 5.0
-"""Longest wait for one health answer after a window that lost connections."""
-
-
-async def answers_health(session: aiohttp.ClientSession, url: str) -> bool:
+async def answers_health(session: aiohttp.ClientSession, url: str, timeout_s: float) -> bool:
     """Whether the server answers its health URL with 200 now (after a window in which requests lost their
     connection: a server that does not is going down, even if its process has not exited yet)."""
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=HEALTH_PROBE_S)) as resp:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             return resp.status == 200
     except (aiohttp.ClientError, OSError, TimeoutError):
         return False

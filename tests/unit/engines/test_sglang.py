@@ -103,6 +103,13 @@ def test_spec_stats_from_chat_meta_info_and_completion_sglext() -> None:
     assert spec_stats_from_chunk({"choices": [{"delta": {"content": "x"}}]}) is None
 
 
+def test_sglang_probe_waits_out_health_generate() -> None:
+    """`/health_generate` sleeps in 1 s steps until the scheduler answered, up to HEALTH_CHECK_TIMEOUT = 20 s
+    (srt/entrypoints/http_server.py:218, :779): one probe must be allowed longer than that (issue 37)."""
+    assert SGLangAdapter.health_path == "/health_generate"
+    assert SGLangAdapter.health_timeout_s > 20
+
+
 def test_window_acceptance_is_exact_from_per_request_verify_steps() -> None:
     records = [
         RequestRecord("a", 0, 1, 0, completion_tokens=38, spec=RequestSpecStats(40, 27, 10)),
