@@ -14,8 +14,11 @@ Facts the adapter relies on (SGLang 0.5.23):
 - under speculation an unset `--max-running-requests` is silently reset to 48: the resolved value is
   read back from `/server_info` and the reset is reported in the capacity source;
 - `/health_generate` is the readiness probe (uvicorn listens before warm-up ends);
-- exact acceptance comes from per-request `meta_info` (`spec_num_correct_drafts`, `spec_verify_ct`):
-  acceptance length = 1 + correct / verify steps. The server's `avg_spec_accept_length` is lifetime-
+- exact acceptance comes from each streamed request's `sglext.spec_tokens_details` chunk
+  (`spec_num_correct_drafts`, `spec_num_proposed_drafts`, `spec_verify_ct`, computed by SGLang's
+  TokenizerManager), asked for with `return_spec_tokens_details`; `meta_info` carries the same figures where
+  SGLang gives it (non-streaming chat, `/generate`) and is read there too, but never asked for: streaming
+  chat refuses `return_meta_info` with HTTP 400. The server's `avg_spec_accept_length` is lifetime-
   cumulative and updated every 40 decode batches, so it is never used for a window.
 """
 
@@ -434,8 +437,12 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     @classmethod
     def request_extras(cls) -> dict[str, Any]:
-        """Ask for per-request speculative stats on both endpoints (chat: meta_info; completions: sglext)."""
-        return {"return_meta_info": True, "return_spec_tokens_details": True}
+        """Ask for per-request speculative stats as SGLang reports them in a stream: the
+        `sglext.spec_tokens_details` chunk after the finish chunk, on both endpoints
+        (`return_spec_tokens_details`: 0.5.23 `srt/entrypoints/openai/protocol.py:393` completions, `:961`
+        chat). Never `return_meta_info`: streaming chat refuses it with HTTP 400
+        (`serving_chat.py:1321-1325`, issue 37), and completions have no such field."""
+        return {"return_spec_tokens_details": True}
 
     @classmethod
     def request_spec_stats(cls, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
