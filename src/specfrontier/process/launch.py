@@ -242,7 +242,7 @@ class ServerProcess:
         cause = log_cause(tail_of(self.log_path, CAUSE_LINES))
         said = f"; its log says: {cause}" if cause else ""
         raise EngineStartError(
-            f"server {describe_exit(code)} before it was ready{said} (log: {self.log_path})",
+            f"server {describe_exit(code)} before it was ready{said}",  # EngineStartError adds the log's path
             log_path=self.log_path,
             log_tail=tail,
         )
