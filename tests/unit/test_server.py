@@ -79,6 +79,7 @@ async def test_wait_ready_reports_a_crash_with_exit_code_and_log_tail(tmp_path: 
     assert not isinstance(info.value, EngineTimeout)
     assert "status 3" in str(info.value)
     assert "unknown argument --bogus" in info.value.log_tail
+    assert str(info.value).split("\n")[0].count(f"(log: {tmp_path / 's.log'})") == 1  # named once, not twice
 
 
 async def test_wait_ready_times_out_on_a_live_but_silent_process(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -56,7 +57,8 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 _SIGNAL_CAUSES = {
     signal.SIGILL: "illegal instruction: the binary uses CPU instructions this host lacks (for llama.cpp, a "
     "build made for another CPU); fix: rebuild for this host with scripts/install.sh (portable build)",
-    signal.SIGKILL: "killed: most often the kernel's out-of-memory killer (see `dmesg`); "
+    signal.SIGKILL: "killed: most often the kernel's out-of-memory killer (see `dmesg`), or the engine's own "
+    "supervisor after one of its processes failed (SGLang then kills its process tree: see the log's cause); "
     "fix: lower the concurrency, context or model size, or free memory",
     signal.SIGSEGV: "segmentation fault in the engine; fix: see the server log, try another engine version",
     signal.SIGABRT: "aborted by the engine itself (a failed assertion or fatal error); fix: see the server log",
@@ -92,21 +94,30 @@ def tail_of(path: Path, lines: int = 25) -> str:
 
 _CAUSE_WORDS = ("error", "exception", "out of memory", "oom", "fatal", "failed", "cannot", "can't", "abort")
 """Words of a log line that says why a server stopped (Python exceptions, CUDA OOM, llama.cpp's errors)."""
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(: |$)")
+"""The closing line of a Python traceback (`RuntimeError: ...`, `torch.OutOfMemoryError: ...`)."""
 _CAUSE_CHARS = 300
+CAUSE_LINES = 60
+"""Log lines searched for the cause: a supervisor's own shutdown lines and a compiler's output can follow
+the exception by dozens of lines (SGLang's JIT build failure: 28 lines)."""
 
 
 def log_cause(tail: str) -> str | None:
-    """The last meaningful line of a server log's tail: the last line naming an error (e.g. `torch.
-    OutOfMemoryError: CUDA out of memory ...`), else the last line that is not blank nor a traceback
-    frame; None for an empty log. Why: "exited with status 1" alone sends the user to the log for a
-    cause the log states in one line."""
+    """The line of a server log's tail that says why it stopped: the last exception a traceback closed with
+    (e.g. `torch.OutOfMemoryError: CUDA out of memory ...`), else the last line naming an error, else the
+    last line that is not blank nor a traceback frame; None for an empty log. Why: "exited with status 1"
+    alone sends the user to the log for a cause the log states in one line, and an engine's supervisor
+    logs its own shutdown after the exception (SGLang: "Received sigquit from a child process. It usually
+    means the child failed."), which names no cause."""
     lines = [ln.strip() for ln in tail.splitlines()]
     meaningful = [
         ln for ln in lines if ln and not ln.startswith(('File "', "Traceback (most recent call last)", "^", "~"))
     ]
     if not meaningful:
         return None
-    found = next((ln for ln in reversed(meaningful) if any(w in ln.lower() for w in _CAUSE_WORDS)), meaningful[-1])
+    found = next((ln for ln in reversed(meaningful) if _EXCEPTION_LINE.match(ln)), None) or next(
+        (ln for ln in reversed(meaningful) if any(w in ln.lower() for w in _CAUSE_WORDS)), meaningful[-1]
+    )
     return found if len(found) <= _CAUSE_CHARS else found[: _CAUSE_CHARS - 3] + "..."
 
 
@@ -228,10 +239,10 @@ class ServerProcess:
         if code is None:
             return
         tail = tail_of(self.log_path)
-        cause = log_cause(tail)
+        cause = log_cause(tail_of(self.log_path, CAUSE_LINES))
         said = f"; its log says: {cause}" if cause else ""
         raise EngineStartError(
-            f"server {describe_exit(code)} before it was ready{said} (log: {self.log_path})",
+            f"server {describe_exit(code)} before it was ready{said}",  # EngineStartError adds the log's path
             log_path=self.log_path,
             log_tail=tail,
         )
