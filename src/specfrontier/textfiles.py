@@ -17,11 +17,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import secrets
 import stat
+import sys
 from pathlib import Path
+from typing import Any
 
 from specfrontier.errors import ConfigError
 
@@ -94,6 +97,20 @@ _FILE_KINDS = (
 )
 
 
+def load_json(text: str) -> Any:
+    """`json.loads`, where a number longer than Python converts (a plain ValueError, which callers catching
+    JSONDecodeError let through as a traceback) is a JSONDecodeError at that number, like any syntax error."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        digits = sys.get_int_max_str_digits()
+        found = re.search(rf"\d{{{digits + 1},}}", text)
+        where = found.start() if found else 0
+        raise json.JSONDecodeError(f"a number longer than {digits} digits", text, where) from exc
+
+
 def _read_bounded(path: Path, what: str, fix: str | None, max_bytes: int, too_big_fix: str) -> bytes:
     """At most `max_bytes` of a regular file, or a ConfigError naming the path, the problem and the fix.
 
@@ -110,7 +127,7 @@ def _read_bounded(path: Path, what: str, fix: str | None, max_bytes: int, too_bi
         if stat.S_ISDIR(mode):
             raise _unreadable(path, what, fix, IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR)))
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
             raise ConfigError(
                 f"{what} = {_shown(path)}: {kind}, not a regular file (it may never end); fix: pass a regular file"
             )
@@ -293,6 +310,7 @@ __all__ = [
     "SQLITE_MAGIC",
     "check_output_path",
     "file_name_for",
+    "load_json",
     "read_text_utf8",
     "sqlite_kind",
     "write_text_atomic",

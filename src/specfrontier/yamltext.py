@@ -14,6 +14,7 @@ same `extra_args` in ten settings) stays far under the bound.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,10 @@ def load_yaml(text: str, path: Path) -> Any:
         return loader.construct_document(root)
     except yaml.YAMLError as exc:
         raise ConfigError(yaml_error_line(path, exc)) from exc
+    except ValueError as exc:  # PyYAML's int(): a number longer than Python converts (no position known)
+        raise ConfigError(
+            f"{path}: not valid YAML: a number longer than {sys.get_int_max_str_digits()} digits; fix: shorten it"
+        ) from exc
     finally:
         loader.dispose()
 

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specfrontier.errors import ConfigError, shown_value
-from specfrontier.textfiles import MAX_DATA_BYTES, read_text_utf8
+from specfrontier.textfiles import MAX_DATA_BYTES, load_json, read_text_utf8
 from specfrontier.yamltext import load_yaml
 
 RUNNING_GAUGES = ("vllm:num_requests_running", "sglang:num_running_reqs")
@@ -274,7 +274,7 @@ def read_profile(path: Path) -> Profile:
         if not text.strip():
             raise _fail(path, "empty profile (the file is empty)", "fix: save the query_range JSON body")
         try:
-            raw = json.loads(text)
+            raw = load_json(text)
         except json.JSONDecodeError as exc:
             raise _fail(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
         return _from_query_range(path, raw)

@@ -17,7 +17,7 @@ from typing import Any
 
 from specfrontier.errors import ConfigError
 from specfrontier.records import MAX_PROMPTS, Prompt
-from specfrontier.textfiles import MAX_DATA_BYTES, read_text_utf8
+from specfrontier.textfiles import MAX_DATA_BYTES, load_json, read_text_utf8
 
 BUILTIN_MIXES = ("cpu-mix",)
 
@@ -64,7 +64,7 @@ def parse_prompts(
             continue
         at = f"{source}:{number}"
         try:
-            obj = json.loads(line)
+            obj = load_json(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{at}: not valid JSON ({exc.msg}); fix: one JSON object per line") from exc
         prompts.append(_prompt_from_json(obj, where=at, max_tokens=max_tokens, api=api))
