@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import sqlite3
 import subprocess
@@ -192,13 +193,39 @@ def run_status(store: Path, run_id: str) -> str:
 
 
 def cli(
-    *args: str, cwd: Path, timeout: float = 180.0, stdin: Any = subprocess.DEVNULL
+    *args: str, cwd: Path, timeout: float = 180.0, stdin: Any = subprocess.DEVNULL, memory_limit: int | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run `specfrontier ARGS` as a real process (a shell's view: exit code, stdout, stderr)."""
+    """Run `specfrontier ARGS` as a real process (a shell's view: exit code, stdout, stderr); `memory_limit`
+    caps its address space in bytes (a fault that used to take gigabytes then fails fast instead)."""
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+
+    def cap() -> None:
+        if memory_limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False, stdin=stdin
+        [*CLI, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=stdin,
+        preexec_fn=cap if memory_limit is not None else None,
     )
+
+
+def checkpointed_run(work: Path, data: dict[str, Any]) -> tuple[Path, str]:
+    """A finished `tune --quiet` of config `data` in `work`, its WAL checkpointed into the main file (so a
+    test may copy the store): the store and the run id."""
+    store = Path(data["store"])
+    done = cli("tune", "--config", str(write_config(work / "tune.yaml", data)), "--quiet", cwd=work)
+    assert done.returncode == 0, done.stderr
+    db = sqlite3.connect(store)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    return store, latest_run(store)
 
 
 def start_cli(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[bytes]:

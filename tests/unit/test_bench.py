@@ -261,5 +261,5 @@ def test_tune_resume_refuses_a_bench_run(
     monkeypatch.setattr(sys, "argv", ["specfrontier", "tune", "--resume", run_id, "--store", str(store)])
     with pytest.raises(SystemExit) as exit_info:
         main()
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     assert "a `bench` run; fix: run `specfrontier bench` again" in capsys.readouterr().err

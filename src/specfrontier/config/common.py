@@ -7,12 +7,11 @@ one line that names the field, the value seen and the fix. Nothing here launches
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -23,14 +22,17 @@ from pydantic import (
 
 from specfrontier.config.limits import (
     DEFAULT_MAX_FAILED_SHARE,
+    DEFAULT_MAX_SETTINGS,
     MAX_CLIENT_WORKERS,
     MAX_CONCURRENCY,
     MAX_RATE,
     MAX_REQUEST_TIMEOUT_S,
     MAX_SETTING_NAME,
+    MAX_SETTINGS,
     MAX_STARTUP_TIMEOUT_S,
 )
 from specfrontier.config.search import SearchConfig
+from specfrontier.config.strict import StrictModel
 from specfrontier.config.workloads import WorkloadSpec
 from specfrontier.errors import clip, shown_value
 
@@ -38,13 +40,11 @@ if TYPE_CHECKING:
     from specfrontier.engines.base import EngineOptions, EngineSetting
 
 
+_Level = TypeVar("_Level", int, float)
+
 STORED = "stored"
 """Validation context key (`model_validate(..., context={STORED: True})`): the config is a stored run's,
 validated again to resume it; limits added since it was stored (`MAX_SETTING_NAME`) do not apply."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 LISTEN_FLAGS = {"--host": True, "--port": True, "--allow-remote": False}
@@ -75,6 +75,20 @@ def check_extra_args(args: tuple[str, ...], where: str) -> None:
         )
 
 
+def sorted_levels(levels: tuple[_Level, ...], where: str) -> tuple[_Level, ...]:
+    """Levels in ascending order; one listed twice is refused (it used to be dropped without a word, and a
+    `[4, 4]` meant for two repeats measured C = 4 once per repeat)."""
+    seen: set[_Level] = set()
+    for level in levels:
+        if level in seen:
+            raise ValueError(
+                f"{where} = {shown_value(list(levels))}: {level:g} is listed twice; fix: list each level once "
+                "(more measurements of a level: raise repeats)"
+            )
+        seen.add(level)
+    return tuple(sorted(levels))
+
+
 class SettingRefused(ValueError):
     """A setting its engine would refuse (or silently rewrite), raised by the engine's setting validator.
 
@@ -93,7 +107,7 @@ def startup_timeout(default: float, description: str) -> Any:
     return Field(default, gt=0, le=MAX_STARTUP_TIMEOUT_S, allow_inf_nan=False, description=description)
 
 
-class LaunchArgs(_Strict):
+class LaunchArgs(StrictModel):
     """Base of every model with `extra_args` (engine-wide or per setting) passed verbatim to a server's
     command line: the one place where those arguments are checked (`check_extra_args`).
 
@@ -110,7 +124,7 @@ class LaunchArgs(_Strict):
         return self
 
 
-class WorkloadConfig(_Strict):
+class WorkloadConfig(StrictModel):
     """What the load generator sends in every cell."""
 
     prompts: str = Field(
@@ -126,7 +140,7 @@ class WorkloadConfig(_Strict):
     seed: int | None = Field(None, description="Per-request sampling seed where the engine honours it.")
 
 
-class LoadConfig(_Strict):
+class LoadConfig(StrictModel):
     """How load is applied in every cell: closed loop over `concurrency` (the default) or open loop at `rates`.
 
     Open loop sends requests at gamma-distributed intervals (mean 1/rate; shape = burstiness, 1.0 =
@@ -151,7 +165,7 @@ class LoadConfig(_Strict):
     @field_validator("rates")
     @classmethod
     def _rates_sorted(cls, rates: tuple[float, ...]) -> tuple[float, ...]:
-        return tuple(sorted(set(rates)))
+        return sorted_levels(rates, "load.rates")
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadConfig:
@@ -171,7 +185,7 @@ class LoadConfig(_Strict):
         return self
 
 
-class ExecutorConfig(_Strict):
+class ExecutorConfig(StrictModel):
     """Where the settings run: here, one at a time (local), or as tasks on a Ray cluster (docs/scale.md)."""
 
     kind: Literal["local", "ray"] = Field(
@@ -203,7 +217,7 @@ _HOST = re.compile(r"[A-Za-z0-9:][A-Za-z0-9_.:-]*|\[[0-9A-Fa-f:.]+\]")
 """A host name, an IPv4 or IPv6 address (bracketed or not): what a server's --host takes, nothing a shell reads."""
 
 
-class DeployConfig(_Strict):
+class DeployConfig(StrictModel):
     """Where the printed commands serve a recommended setting (the run itself always binds 127.0.0.1 on a
     free port per launch): None keeps the engine's own default."""
 
@@ -225,7 +239,7 @@ class DeployConfig(_Strict):
         return value
 
 
-class TuneBase(_Strict):
+class TuneBase(StrictModel):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
     Subclasses add `engine` and `settings` (each engine module declares its own, see
@@ -237,14 +251,14 @@ class TuneBase(_Strict):
         settings: tuple[EngineSetting, ...]
 
     baseline_hint: ClassVar[str] = "add a setting without speculation"
-    _space_summary: str | None = PrivateAttr(None)
-    """What the config's `space:` expanded to (`config.space`), set by `config.load.parse_config`."""
+    _settings_summary: str | None = PrivateAttr(None)
+    """Where the settings came from when the config did not list them all (`config.load.parse_config`)."""
 
     @property
-    def space_summary(self) -> str | None:
-        """One line: the settings a `space:` gave, the combinations pruned and collapsed and why (None:
-        the config declared no space)."""
-        return self._space_summary
+    def settings_summary(self) -> str | None:
+        """One line: what a `space:` expanded to (the combinations pruned and collapsed, and why), or that
+        the config gave no settings and the engine's built-in ones run; None when it listed them."""
+        return self._settings_summary
 
     concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] = Field(
         (1, 2, 4), min_length=1, description="Closed-loop client concurrency levels."
@@ -342,6 +356,13 @@ class TuneBase(_Strict):
         "lifetimes (C = 1: half as many; the median E2E of the last cell of that level, else the launch's own "
         "first request and warmup), at most cell_duration_s when that is set (unset: cell_duration_s alone).",
     )
+    max_settings: int = Field(
+        DEFAULT_MAX_SETTINGS,
+        ge=1,
+        le=MAX_SETTINGS,
+        description="Most settings the config may list or its `space:` expand to: a grid search launches a "
+        f"server per setting (raise it to run more, at most {MAX_SETTINGS}).",
+    )
     verify_schedule: bool = Field(
         False,
         description="After the settings, run the measured best depth per batch size as one more setting (the "
@@ -364,7 +385,7 @@ class TuneBase(_Strict):
     @field_validator("concurrency")
     @classmethod
     def _sorted_unique(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(sorted(set(levels)))
+        return sorted_levels(levels, "concurrency")
 
     def all_settings(self) -> tuple[EngineSetting, ...]:
         settings: tuple[EngineSetting, ...] = getattr(self, "settings", ())
@@ -409,7 +430,7 @@ class TuneBase(_Strict):
                     f"settings[{i}].name = {shown_value(name)}: longer than {MAX_SETTING_NAME} characters (it labels "
                     f"report rows and names the server's log file); fix: shorten it to {MAX_SETTING_NAME} at most"
                 )
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, count in Counter(names).items() if count > 1)  # linear: a space may give thousands
         if dupes:
             raise ValueError(
                 f"settings: name = {shown_value(dupes[0])} appears twice; fix: give every setting a unique name"
@@ -499,6 +520,14 @@ _FIX_BY_ERROR_TYPE = {
     "float_parsing": "use a number",
     "finite_number": "use a finite number (.inf and .nan are refused: a limit must end)",
     "bool_parsing": "use true or false",
+    "int_type": "use a whole number, without quotes (true and false are not numbers)",
+    "float_type": "use a number, without quotes (true and false are not numbers)",
+    "bool_type": "use true or false, without quotes",
+    "string_type": "use text (in quotes when it looks like a number)",
+    "tuple_type": "use a list, e.g. [1, 2]",
+    "list_type": "use a list, e.g. [1, 2]",
+    "dict_type": "use a mapping of key: value",
+    "is_instance_of": "use a path (text)",
     "string_pattern_mismatch": "use letters, digits and . _ : + - only",
 }
 

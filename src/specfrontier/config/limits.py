@@ -41,12 +41,22 @@ inside the 3 % agreement the client is held to (benchmarks/client_fidelity.py) a
 a half-failed cell (one prompt over the context length) is far outside it. A cell of fewer than 100
 requests may therefore have no failed request at all."""
 
+DEFAULT_MAX_SETTINGS = 256
+"""Settings a config may list or its `space:` expand to unless it raises `max_settings`: a grid search
+launches a server per setting, so 47,233 settings (a space accepted without a word, issue 39) were 47,233
+launches and as many store transactions before the first result."""
+
+MAX_SETTINGS = 100_000
+"""Highest `max_settings` (and the most combinations a `space:` may declare)."""
+
 __all__ = [
     "DEFAULT_MAX_FAILED_SHARE",
+    "DEFAULT_MAX_SETTINGS",
     "MAX_CLIENT_WORKERS",
     "MAX_CONCURRENCY",
     "MAX_RATE",
     "MAX_REQUEST_TIMEOUT_S",
+    "MAX_SETTINGS",
     "MAX_SETTING_NAME",
     "MAX_STARTUP_TIMEOUT_S",
 ]

@@ -78,6 +78,8 @@ def print_report(data: RunData, console: Console) -> None:
         console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
     if isinstance(env.get("output_tokens"), str):  # bench on a server without `usage` (runs.bench)
         console.print(f"[yellow]{escape(env['output_tokens'])}[/yellow]")
+    if isinstance(env.get("settings_source"), str):  # a space:, or no settings: the engine's own (runs.sweep)
+        console.print(escape(env["settings_source"]), soft_wrap=True)
     for change in resume_change_lines(env):
         console.print(f"[yellow]{escape(change)}[/yellow]")
     for line in engine_warning_lines(env):

@@ -60,6 +60,7 @@ from specfrontier.errors import (
     PortTakenError,
     SpecFrontierError,
     StoreError,
+    StoreRefused,
 )
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.process.launch import ServerProcess, describe_exit, free_port, tail_of
@@ -191,6 +192,17 @@ def environment(adapter: EngineAdapter[Any]) -> dict[str, Any]:
     }
 
 
+SETTINGS_SOURCE_KEY = "settings_source"
+"""A run environment's line on where its settings came from when the config did not list them all (a
+`space:`, or none given: the engine's built-in ones), printed by `tune` and the report."""
+
+
+def settings_source(config: TuneConfig) -> dict[str, str]:
+    """The run environment's `settings_source` entry of a config, or nothing when it listed its settings."""
+    summary = config.settings_summary
+    return {SETTINGS_SOURCE_KEY: summary} if summary else {}
+
+
 class Sweep:
     """Runs (or resumes) one run of a config against a store."""
 
@@ -240,7 +252,7 @@ class Sweep:
         run_id = self.store.create_run(
             engine=self.adapter.name,
             config=self.config.model_dump(mode="json"),
-            environment=environment(self.adapter) | {"drift_control": self.drift_mode},
+            environment=environment(self.adapter) | {"drift_control": self.drift_mode} | settings_source(self.config),
         )
         if self.config.search.strategy == "grid":  # other strategies register what they choose
             register_settings(self.store, run_id, self.config.all_settings())
@@ -647,13 +659,13 @@ def open_sweep(
     if resume is not None:
         path = store_path or (config.store if config else Path("specfrontier.db"))
         if not path.exists():
-            raise StoreError(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
+            raise StoreRefused(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
         store = Store(path)
         row = store.run(resume)
         if "bench" in row.config:
-            raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
+            raise StoreRefused(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
         if row.status == "done":
-            raise StoreError(f"run = {resume!r}: already complete; fix: run `{report_command(resume, path)}`")
+            raise StoreRefused(f"run = {resume!r}: already complete; fix: run `{report_command(resume, path)}`")
         stored = parse_config(row.config, source=f"run {resume} config", stored=True)
         given = stored if config is None else config.model_copy(update={"store": path})
         changed = [] if config is None else config_changes(stored, given, "--config", resume)
@@ -677,6 +689,7 @@ def open_sweep(
 
 
 __all__ = [
+    "SETTINGS_SOURCE_KEY",
     "RunOutcome",
     "Runner",
     "Sweep",
@@ -686,5 +699,6 @@ __all__ = [
     "make_runner",
     "open_sweep",
     "register_settings",
+    "settings_source",
     "workload_label",
 ]

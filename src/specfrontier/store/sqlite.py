@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from specfrontier.commands import resume_command
-from specfrontier.errors import StoreError, clip
+from specfrontier.errors import StoreError, StoreRefused, clip
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
 from specfrontier.store.failures import converted, fix_for
@@ -251,7 +251,7 @@ class Store:
     def _open_read_only(self) -> sqlite3.Connection:
         if not self.path.is_file():
             what = "a folder, not a store file" if self.path.is_dir() else "no such file"
-            raise StoreError(
+            raise StoreRefused(
                 f"store = {str(self.path)!r}: {what}; fix: pass the --store written by `specfrontier tune`"
             )
         self.access = read_only_access(self.path, can_create_side_files=side_files_creatable(self.path))
@@ -278,7 +278,7 @@ class Store:
             return
         what = "no meta table" if tables else "no tables" if pages == 0 else "an SQLite database with no tables"
         fix = "pass the --store written by `specfrontier tune`" + (", or a new file name" if allow_empty else "")
-        raise StoreError(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
+        raise StoreRefused(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
 
     def _require_undamaged(self) -> None:
         """Refuse to write into a damaged store: SQLite finds a damaged page only when it reads it, so
@@ -289,7 +289,7 @@ class Store:
         if problem != "ok":
             said = clip(" ".join(problem.split()))
             fix = fix_for("corrupt", self.path, writing=True, run_id=None)
-            raise StoreError(f"store = {str(self.path)!r}: opening: damaged ({said}){fix}")
+            raise StoreRefused(f"store = {str(self.path)!r}: opening: damaged ({said}){fix}")
 
     def _stored_version(self) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -306,7 +306,7 @@ class Store:
                 if found is not None and found > SCHEMA_VERSION
                 else "use a new --store file (this store predates the current schema)"
             )
-            raise StoreError(
+            raise StoreRefused(
                 f"store = {str(self.path)!r}: schema_version = {found}: this specfrontier reads "
                 f"schema versions {', '.join(map(str, READABLE_VERSIONS))}; fix: {fix}"
             )
@@ -473,10 +473,10 @@ class Store:
             raise self._unknown_run(run_id)
         return _run_row(row, self._owners(self._db, run_id).get(run_id))
 
-    def _unknown_run(self, run_id: str) -> StoreError:
+    def _unknown_run(self, run_id: str) -> StoreRefused:
         latest = self._db.execute("SELECT run_id FROM run ORDER BY created_at DESC, run_id DESC LIMIT 5").fetchall()
         known = [r[0] for r in reversed(latest)]
-        return StoreError(
+        return StoreRefused(
             f"run = {run_id!r}: not in store {str(self.path)!r} (latest: {', '.join(known) or 'none'}); "
             "fix: pick an id from `specfrontier runs`"
         )
@@ -723,7 +723,7 @@ class Store:
                 "SELECT data FROM request_blob WHERE cell_id=? AND part=?", (cell_id, part)
             ).fetchone()
         if row is None:
-            raise StoreError(
+            raise StoreRefused(
                 f"store = {str(self.path)!r}: cell {cell_id} has no {part!r} part of its requests; {_DAMAGED_FIX}"
             )
         return bytes(row[0])
@@ -738,7 +738,7 @@ class Store:
                 try:
                     return read()
                 except (zlib.error, ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError) as exc:
-                    raise StoreError(
+                    raise StoreRefused(
                         f"store = {str(self.path)!r}: cell {cell_id}: its stored requests cannot be decoded "
                         f"({type(exc).__name__}: {exc}); {_DAMAGED_FIX}"
                     ) from exc
