@@ -192,12 +192,14 @@ def run_status(store: Path, run_id: str) -> str:
 
 
 def cli(
-    *args: str, cwd: Path, timeout: float = 180.0, stdin: Any = subprocess.DEVNULL
+    *args: str, cwd: Path, timeout: float = 180.0, stdin: Any = subprocess.DEVNULL, before: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    """Run `specfrontier ARGS` as a real process (a shell's view: exit code, stdout, stderr)."""
+    """Run `specfrontier ARGS` as a real process (a shell's view: exit code, stdout, stderr); `before`: Python
+    run in that process first (a fault of the tool's own process, e.g. a thread that starves its client)."""
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    argv = [sys.executable, "-c", before + CLI[-1]] if before else CLI
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False, stdin=stdin
+        [*argv, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False, stdin=stdin
     )
 
 

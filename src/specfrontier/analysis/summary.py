@@ -252,9 +252,20 @@ class CellSummary:
 
     @property
     def client_saturated(self) -> bool:
-        """Some repeat's client was saturated (lag or CPU over `load.health` limits): its figures may be
-        distorted by the client, not the server, so they are not trusted as evidence without a warning."""
+        """Some repeat's client was saturated (lag or CPU over `load.health` limits): the client could not keep
+        up, so its figures measure the client as much as the server, and the cell is not evidence
+        (`RunData.verdict`)."""
         return any(saturated(h) for h in self.client_health)
+
+    @property
+    def saturation_text(self) -> str | None:
+        """Why the client was saturated, in the words of its first saturated repeat ('repeat 2: event-loop lag
+        p99 703.1 ms > 5 ms'); None when no repeat was."""
+        for repeat, health in enumerate(self.client_health):
+            if saturated(health):
+                reasons = health.get("reasons") or ["over the client limits"]
+                return f"repeat {repeat + 1}: {reasons[0]}"
+        return None
 
     @property
     def client_limited(self) -> bool:
@@ -284,6 +295,9 @@ class RunData:
     """The SLOs goodput was computed under (`report --slo`, `tune --slo`); empty: no goodput."""
     store_path: Path | None = None
     """The store the run was read from: the commands a report prints name it (`--store`)."""
+    reference: tuple[CellSummary, ...] = ()
+    """The end-of-run drift reference's cells (`drift_control: reference`; `store.REFERENCE_REPEAT`): the first
+    setting measured once more after every setting. No cell of the run: `analysis.drift` alone reads them."""
 
     @property
     def allow_unsafe(self) -> bool:
@@ -336,7 +350,8 @@ class RunData:
         (docs/reliability.md): all the repeats the run asked for are stored (`repeats_expected_of`: a level
         the sequential rule settled early asks for fewer), its setting's server did not
         fail (exit, stall, a window where every request failed), its failed requests stay within
-        `max_failed_share` of its requests, and (closed loop) it had a steady state to measure."""
+        `max_failed_share` of its requests, (closed loop) it had a steady state to measure, and its client kept
+        up (no repeat's client saturated: a saturated client measures the client, not the server)."""
         reasons = []
         expected = self.repeats_expected_of(cell)
         if cell.repeats < expected:
@@ -347,6 +362,8 @@ class RunData:
             reasons.append(f"{cell.errors} of {cell.requests} requests failed (> {percent(self.max_failed_share)})")
         if cell.steady_too_short:
             reasons.append("no steady state")
+        if cell.saturation_text is not None:
+            reasons.append(f"client saturated ({cell.saturation_text})")
         return tuple(reasons)
 
     def not_evidence_lines(self) -> list[str]:
@@ -367,8 +384,8 @@ class RunData:
         (it crashed or stalled: whatever it measured before is not a setting to deploy), no cell with more
         failed requests than `max_failed_share` allows (its figures describe the failures as much as the
         setting), no closed-loop cell without a steady state (its rates describe a lower concurrency than
-        its label). What the best setting per level, the crossovers and the recommendations are drawn from;
-        the tables show all."""
+        its label), no cell whose client was saturated (it measured the client). What the best setting per
+        level, the crossovers and the recommendations are drawn from; the tables show all."""
         kept = tuple(c for c in self.cells if self.is_evidence(c))
         return self if len(kept) == len(self.cells) else replace(self, cells=kept)
 
@@ -389,7 +406,11 @@ class RunData:
 
     def for_workload(self, workload: str) -> RunData:
         """The same run restricted to one workload's cells (settings unchanged)."""
-        return replace(self, cells=tuple(c for c in self.cells if c.workload == workload))
+        return replace(
+            self,
+            cells=tuple(c for c in self.cells if c.workload == workload),
+            reference=tuple(c for c in self.reference if c.workload == workload),
+        )
 
     def workload_views(self) -> list[tuple[str, RunData]]:
         """(workload, one-workload view) per measured workload; a run without cells gives one empty view."""
@@ -557,7 +578,9 @@ def load_run(store: Store, run_id: str, slos: Sequence[Slo] = ()) -> RunData:
     tolerance = float(run.config.get("divergence_tolerance", DEFAULT_TOLERANCE))
     gate = tuple(correctness_gate(rows, baseline, tolerance))
     cells = tuple(summarise_cells(rows, slos))
-    return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos), store_path=store.path)
+    reference = tuple(summarise_cells(store.cells(run_id, reference=True)))
+    turns = tuple(turn_summaries(rows))
+    return RunData(run, settings, cells, gate, turns, slos=tuple(slos), store_path=store.path, reference=reference)
 
 
 def figure_json(fig: OverRepeats) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.deploy import deploy_command
-from specfrontier.analysis.drift import interleaved, level_drifts
+from specfrontier.analysis.drift import drift_control, level_drifts, reference_facts
 from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json, verdict_text
@@ -60,11 +60,12 @@ class _CellHead(_Export):
     evidence: bool = Field(
         True,
         description="The evidence rule's verdict (docs/reliability.md): complete, failed requests within the "
-        "run's max_failed_share, and (closed loop) a steady state; only such cells decide the best setting per "
-        "level, the crossovers and the recommendations.",
+        "run's max_failed_share, (closed loop) a steady state, and a client that kept up (not saturated); only "
+        "such cells decide the best setting per level, the crossovers and the recommendations.",
     )
     verdict: str = Field(
-        "evidence", description="'evidence', or 'not evidence: ' and each reason (repeats, server, failed, steady)."
+        "evidence",
+        description="'evidence', or 'not evidence: ' and each reason (repeats, server, failed, steady, client).",
     )
 
 
@@ -82,7 +83,7 @@ class _CellHealth(_Export):
 
     noisy: bool = Field(description="Aggregate tok/s MAD over repeats > 10% of the median.")
     client_saturated: bool = Field(
-        description="Some repeat's client was saturated (lag p99 or CPU over the limits): figures not trusted."
+        description="Some repeat's client was saturated (lag p99 or CPU over the limits): not evidence."
     )
     steady_too_short: bool = Field(
         description="Closed loop: no steady state to measure (C > 1: a span under 1 s or 4 request lifetimes, "
@@ -300,7 +301,8 @@ def decisions_json(data: RunData) -> dict[str, Any]:
             }
             for b in best_per_concurrency(data.complete_evidence())
         ],
-        "drift_control": "interleave" if interleaved(data) else "off",
+        "drift_control": drift_control(data),
+        "drift_reference": reference_facts(data),
         "drift": [{**asdict(d), "size": d.size, "beyond_noise": d.beyond_noise} for d in level_drifts(data)],
         "crossovers": [
             {

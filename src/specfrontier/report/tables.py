@@ -28,7 +28,13 @@ from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, 
 from specfrontier.analysis.summary import failed_over_bound, percent
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
-from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
+from specfrontier.report.metric_tables import (
+    acceptance_flag_lines,
+    cell_length_table,
+    goodput_table,
+    latency_table,
+    steady_table,
+)
 from specfrontier.report.table_model import Table
 from specfrontier.store import ENGINE_WARNINGS_KEY
 
@@ -45,7 +51,7 @@ CLIENT_SATURATED_NOTE = (
     "'c' marks a cell whose client was saturated in some repeat (event-loop lag p99 > "
     f"{LAG_P99_LIMIT_MS:g} ms or client CPU > {CPU_LIMIT:.0%} of a core): the client, not the server, "
     "may have set its figures, so it is not "
-    "trusted as evidence (see the flags)."
+    "evidence (see the flags)."
 )
 
 
@@ -113,9 +119,10 @@ def evidence_table(data: RunData) -> Table:
         rows,
         [
             "yes = the cell is evidence: all the repeats the run asked for are stored, its setting's server did "
-            f"not fail, at most {percent(data.max_failed_share)} of its requests failed (max_failed_share), and "
-            "(closed loop) it had a steady state. Only evidence decides the best setting per level, the crossovers and "
-            "the recommendations; the other cells are shown but left out (see the flags)."
+            f"not fail, at most {percent(data.max_failed_share)} of its requests failed (max_failed_share), "
+            "(closed loop) it had a steady state, and its client kept up (not saturated: a saturated client "
+            "measures the client, not the server). Only evidence decides the best setting per level, the "
+            "crossovers and the recommendations; the other cells are shown but left out (see the flags)."
         ],
     )
 
@@ -135,7 +142,11 @@ def speedup_table(data: RunData) -> Table | None:
         f"Speedup vs baseline ({data.baseline})",
         [data.level_header, *names],
         rows,
-        ["aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians)."],
+        [
+            "aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians); "
+            "'-' where either cell is missing or not evidence (see 'Evidence per cell'): a ratio against a cell the "
+            "evidence rule leaves out is no result."
+        ],
     )
 
 
@@ -217,7 +228,8 @@ def best_table(data: RunData) -> Table:
             "beyond spread = the two bootstrap 95% intervals of the median do not overlap and the margin is over "
             "1% (else a tie; the recommendation then takes the cheapest tied setting). Evidence only (see "
             "'Evidence per cell'): cells missing repeats, settings whose server failed, cells with more failed "
-            "requests than max_failed_share and closed-loop cells without a steady state are left out."
+            "requests than max_failed_share, closed-loop cells without a steady state and cells whose client was "
+            "saturated are left out."
         ],
     )
 
@@ -323,7 +335,11 @@ def client_flag_lines(c: CellSummary, at: str) -> list[str]:
     for repeat, h in enumerate(c.client_health):
         if h.get("saturated"):
             why = "; ".join(h.get("reasons") or []) or "over the client limits"
-            lines.append(f"{c.setting} {at} repeat {repeat + 1}: client saturated ({why}): figures not trusted")
+            lines.append(
+                f"{c.setting} {at} repeat {repeat + 1}: client saturated ({why}): not evidence"
+                + "; fix: fewer processes competing with the client for CPU, or more client processes "
+                "(client_workers / --client-workers)"
+            )
     return lines
 
 
@@ -394,6 +410,9 @@ def all_tables(data: RunData) -> list[Table]:
     steady = steady_table(data)
     if steady is not None:
         tables.append(steady)
+    length = cell_length_table(data)
+    if length is not None:
+        tables.append(length)
     tables.append(latency_table(data))
     goodput = goodput_table(data)
     if goodput is not None:

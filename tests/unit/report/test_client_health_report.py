@@ -1,5 +1,6 @@
-"""A cell whose client was saturated: stored, marked 'c' with a legend, flagged, in JSON, and the
-recommendation that rests on it carries a warning."""
+"""A cell whose client was saturated: stored, marked 'c' with a legend, flagged, in JSON, and not evidence
+(issue 39, item 6: a saturated client measures the client, not the server), so no recommendation or
+speed-up rests on it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builders import closed_loop_ms
+from builders import closed_loop_ms, store_cells
 from specfrontier.analysis import load_run, recommend
 from specfrontier.load.health import ClientHealth, WorkerHealth
 from specfrontier.records import RequestRecord
@@ -36,27 +37,13 @@ def _run(
 ) -> tuple[Store, str]:
     """One cell per setting (name, tokens per request) at C = 1 and 64; the `saturated` (setting, C) cell's
     client was saturated, every other one healthy."""
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
-    for pos, (name, tokens) in enumerate(settings):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done", command=["srv", name])
-        for c in (1, 64):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=c,
-                repeat=0,
-                requests=_requests(tokens),
-                counters=None,
-                acceptance_source=None,
-                client_health=_health(40.0 if (name, c) == saturated else 0.3),
-            )
-    return store, run_id
+    cells = {name: {1: _requests(tokens), 64: _requests(tokens)} for name, tokens in settings}
+    return store_cells(
+        tmp_path / "s.db", cells, client_health=lambda name, c: _health(40.0 if (name, c) == saturated else 0.3)
+    )
 
 
-def test_saturated_client_is_stored_marked_flagged_exported_and_warned(tmp_path: Path) -> None:
+def test_saturated_client_is_stored_marked_flagged_exported_and_not_evidence(tmp_path: Path) -> None:
     store, run_id = _run(tmp_path)
     stored = {(c.setting_id, c.concurrency): c.client_health for c in store.cells(run_id)}
     assert stored[("spec", 64)] is not None and stored[("spec", 64)]["saturated"] is True
@@ -72,14 +59,17 @@ def test_saturated_client_is_stored_marked_flagged_exported_and_warned(tmp_path:
     text = console.export_text()
     assert "│ 64 │    640.0 │ 1920.0 c │" in text  # aggregate tok/s: only the saturated cell is marked
     assert "'c' marks a cell whose client was saturated" in text
-    assert "spec C=64 repeat 1: client saturated (event-loop lag p99 40.0 ms > 5 ms): figures not trusted" in text
+    assert "spec C=64 repeat 1: client saturated (event-loop lag p99 40.0 ms > 5 ms): not evidence" in text
+    assert data.verdict(spec64) == ("client saturated (repeat 1: event-loop lag p99 40.0 ms > 5 ms)",)
 
     rec = next(r for r in recommend(data) if 64 in r.concurrency)
-    assert rec.setting == "spec" and "WARNING: client saturated at spec C=64" in rec.note
+    assert rec.setting == "baseline"  # spec's 3x at C=64 measured its client: it decides nothing
+    assert "client saturated" not in rec.note
 
     exported = json.loads(json.dumps(report_json(data)))
     cell = next(c for c in exported["cells"] if c["setting"]["name"] == "spec" and c["concurrency"] == 64)
     assert cell["client_saturated"] is True and cell["client_health"][0]["lag_p99_ms"] == 40.0
+    assert cell["evidence"] is False and "client saturated" in cell["verdict"]
     assert "client_health" in exported["definitions"]
     assert "'c' marks a cell" in report_markdown(data)
     store.close()
@@ -107,11 +97,13 @@ def test_cells_without_recorded_health_are_not_flagged(tmp_path: Path) -> None:
     store.close()
 
 
-def test_a_flagged_baseline_warns_the_speed_up_quoted_against_it(tmp_path: Path) -> None:
+def test_no_speed_up_is_quoted_against_a_saturated_baseline(tmp_path: Path) -> None:
     """Issue 30: the C = 1 baseline was client saturated, and the C = 1 win quoted against it ("1.26x") had no
-    warning while the C = 2, 4 lines did. The baseline a speed-up is quoted against is evidence too."""
+    warning. Issue 39: such a baseline is not evidence, so no ratio is quoted against it at all; the win over
+    the runner-up (ngram, whose client kept up) still stands."""
     store, run_id = _run(tmp_path, (("baseline", 10), ("ngram", 20), ("spec", 30)), saturated=("baseline", 1))
     (rec,) = recommend(load_run(store, run_id))
-    assert rec.setting == "spec" and rec.concurrency == (1, 64)  # runner-up ngram: the baseline only as reference
-    assert "3.00x the baseline" in rec.note and "WARNING: client saturated at baseline C=1" in rec.note
+    assert rec.setting == "spec" and rec.concurrency == (1, 64)
+    assert rec.note.startswith("3.00x the baseline's aggregate tok/s at C=64; no ratio at C=1 (no baseline cell")
+    assert "WARNING" not in rec.note
     store.close()
