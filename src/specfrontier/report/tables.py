@@ -144,8 +144,7 @@ def speedup_table(data: RunData) -> Table | None:
         rows,
         [
             "aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians); "
-            "'-' where either cell is missing or not evidence (see 'Evidence per cell'): a ratio against a cell the "
-            "evidence rule leaves out is no result."
+            "'-': either cell missing or not evidence."
         ],
     )
 

@@ -60,7 +60,7 @@ def test_the_speedup_table_and_json_quote_no_ratio_against_a_cell_that_is_not_ev
     text = console.export_text()
     table = text.split("Speedup vs baseline (baseline)", 1)[1].split("aggregate tok/s of the setting", 1)[0]
     assert "│ 1 │ 2.00x │ 3.00x │" in table and "│ 8 │     - │     - │" in table
-    assert "'-' where either cell is missing or not evidence" in text
+    assert "'-': either cell missing or not evidence." in text
     exported = json.loads(json.dumps(report_json(data)))
     best = {b["concurrency"]: b for b in exported["best_per_concurrency"]}
     assert best[8]["setting"] == "spec" and best[8]["speedup_vs_baseline"] is None
