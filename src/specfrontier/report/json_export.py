@@ -45,7 +45,9 @@ class _CellHead(_Export):
     load_mode: str = Field(description="'closed' (C users) or 'open' (arrivals at request_rate).")
     request_rate: float | None = Field(description="Open loop: target request rate (req/s); None for closed loop.")
     load: list[dict[str, Any]] = Field(
-        description="Open loop, per repeat: target/achieved rate, burstiness, seed, sent/measured, cap waits, send lag."
+        description="Per repeat. Open loop: target/achieved rate, burstiness, seed, sent/measured, cap waits, send "
+        "lag. Closed loop: send_s (how long the cell kept sending, s; null: its request count alone), sized_by (why, "
+        "in words) and window_s (first send to last end, s)."
     )
     time_slices: list[list[dict[str, Any]]] = Field(
         description="Per repeat, per second of the window: finished, errors, output tokens, TTFT/TPOT p50/p99."
