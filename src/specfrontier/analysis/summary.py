@@ -22,7 +22,7 @@ from typing import Any
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
 from specfrontier.config.limits import DEFAULT_MAX_FAILED_SHARE
-from specfrontier.load.health import saturated
+from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS, saturated
 from specfrontier.metrics.declare import MetricSpec
 from specfrontier.metrics.digest import CellDigest
 from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
@@ -40,6 +40,13 @@ MIN_STEADY_S = 1.0
 """C > 1: a steady span shorter than this (seconds, server time) is too short to give a rate."""
 MIN_STEADY_CONCURRENCY = 0.95
 """Inside the steady span at least this share of C must be in flight on average."""
+KEEP_UP_LAG_SHARE = 0.02
+"""A client kept up while every worker's event-loop lag p99 stayed within this share of the cell's request
+lifetime (median E2E), or within the 5 ms fidelity limit where that is more, and its CPU within 90 % of a
+core. A lagging client sees each end late and sends the next request late, so the server serves fewer than
+C, which its own in-flight count cannot show: measured (benchmarks/client_lag.py, docs/reliability.md),
+the load the server saw fell short of C by up to ~1.7 x lag p99 / lifetime, so 2 % keeps the shortfall
+within ~3.4 %, inside the 5 % the steady state allows (MIN_STEADY_CONCURRENCY)."""
 MIN_STEADY_LIFETIMES = 4.0
 """C > 1: the steady span must cover this many request lifetimes (median E2E): its edges cut requests in
 progress, and on the CPU llama.cpp server the steady rate was within 2% of a 60-second cell's from 4 on
@@ -252,19 +259,30 @@ class CellSummary:
 
     @property
     def client_saturated(self) -> bool:
-        """Some repeat's client was saturated (lag or CPU over `load.health` limits): the client could not keep
-        up, so its figures measure the client as much as the server, and the cell is not evidence
-        (`RunData.verdict`)."""
+        """Some repeat's client was saturated (lag or CPU over `load.health`'s fidelity limits): its TTFT and
+        ITL may carry the client's lag; flagged. Whether it still kept up is `keep_up_text`."""
         return any(saturated(h) for h in self.client_health)
 
     @property
-    def saturation_text(self) -> str | None:
-        """Why the client was saturated, in the words of its first saturated repeat ('repeat 2: event-loop lag
-        p99 703.1 ms > 5 ms'); None when no repeat was."""
+    def keep_up_text(self) -> str | None:
+        """Why the client could not keep up, in the words of its first such repeat ('repeat 2: event-loop lag
+        p99 85.7 ms > 2% of the 0.71 s request lifetime'; KEEP_UP_LAG_SHARE); None when it kept up: then the
+        load the server saw was the cell's C, and the cell may be evidence (`RunData.verdict`)."""
+        lifetime_ms = self.e2e_p50_ms.median or 0.0
+        bound = max(LAG_P99_LIMIT_MS, KEEP_UP_LAG_SHARE * lifetime_ms)
+        bound_text = (
+            f"{LAG_P99_LIMIT_MS:g} ms"
+            if bound == LAG_P99_LIMIT_MS
+            else f"{KEEP_UP_LAG_SHARE:.0%} of the {lifetime_ms / 1000:.2f} s request lifetime"
+        )
         for repeat, health in enumerate(self.client_health):
-            if saturated(health):
-                reasons = health.get("reasons") or ["over the client limits"]
-                return f"repeat {repeat + 1}: {reasons[0]}"
+            cpu = max((x for x in health.get("cpu_fraction") or [] if isinstance(x, int | float)), default=0.0)
+            if cpu > CPU_LIMIT:
+                return f"repeat {repeat + 1}: client CPU {cpu:.0%} of a core > {CPU_LIMIT:.0%}"
+            lags = health.get("worker_lag_p99_ms") or [health.get("lag_p99_ms")]
+            lag = max((x for x in lags if isinstance(x, int | float)), default=0.0)
+            if lag > bound:
+                return f"repeat {repeat + 1}: event-loop lag p99 {lag:.1f} ms > {bound_text}"
         return None
 
     @property
@@ -351,7 +369,7 @@ class RunData:
         the sequential rule settled early asks for fewer), its setting's server did not
         fail (exit, stall, a window where every request failed), its failed requests stay within
         `max_failed_share` of its requests, (closed loop) it had a steady state to measure, and its client kept
-        up (no repeat's client saturated: a saturated client measures the client, not the server)."""
+        up (`keep_up_text`: a client that could not measures the client, not the server)."""
         reasons = []
         expected = self.repeats_expected_of(cell)
         if cell.repeats < expected:
@@ -362,8 +380,8 @@ class RunData:
             reasons.append(f"{cell.errors} of {cell.requests} requests failed (> {percent(self.max_failed_share)})")
         if cell.steady_too_short:
             reasons.append("no steady state")
-        if cell.saturation_text is not None:
-            reasons.append(f"client saturated ({cell.saturation_text})")
+        if cell.keep_up_text is not None:
+            reasons.append(f"client could not keep up ({cell.keep_up_text})")
         return tuple(reasons)
 
     def not_evidence_lines(self) -> list[str]:
@@ -384,7 +402,7 @@ class RunData:
         (it crashed or stalled: whatever it measured before is not a setting to deploy), no cell with more
         failed requests than `max_failed_share` allows (its figures describe the failures as much as the
         setting), no closed-loop cell without a steady state (its rates describe a lower concurrency than
-        its label), no cell whose client was saturated (it measured the client). What the best setting per
+        its label), no cell whose client could not keep up (it measured the client). What the best setting per
         level, the crossovers and the recommendations are drawn from; the tables show all."""
         kept = tuple(c for c in self.cells if self.is_evidence(c))
         return self if len(kept) == len(self.cells) else replace(self, cells=kept)

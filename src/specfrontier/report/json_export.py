@@ -62,7 +62,7 @@ class _CellHead(_Export):
     evidence: bool = Field(
         True,
         description="The evidence rule's verdict (docs/reliability.md): complete, failed requests within the "
-        "run's max_failed_share, (closed loop) a steady state, and a client that kept up (not saturated); only "
+        "run's max_failed_share, (closed loop) a steady state, and a client that kept up; only "
         "such cells decide the best setting per level, the crossovers and the recommendations.",
     )
     verdict: str = Field(
@@ -85,7 +85,8 @@ class _CellHealth(_Export):
 
     noisy: bool = Field(description="Aggregate tok/s MAD over repeats > 10% of the median.")
     client_saturated: bool = Field(
-        description="Some repeat's client was saturated (lag p99 or CPU over the limits): not evidence."
+        description="Some repeat's client was saturated (lag p99 or CPU over the limits): TTFT and ITL may carry "
+        "its lag; not evidence where it could not keep up (see verdict)."
     )
     steady_too_short: bool = Field(
         description="Closed loop: no steady state to measure (C > 1: a span under 1 s or 4 request lifetimes, "
