@@ -174,7 +174,7 @@ CLIENT_STARVED = (
 
 def test_a_client_that_cannot_keep_up_is_not_evidence_and_the_run_exits_1(tmp_path: Path, matrix: MatrixEntry) -> None:
     store = tmp_path / "s.db"
-    config = write_config(tmp_path / "tune.yaml", sim_config(store, repeats=1))
+    config = write_config(tmp_path / "tune.yaml", sim_config(store, repeats=1, max_client_lag_share=0.02))
     done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path, timeout=240, before=CLIENT_STARVED)
     assert done.returncode == 1, done.stderr
     line = _line(done.stderr, "NO EVIDENCE:")

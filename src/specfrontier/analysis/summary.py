@@ -21,7 +21,7 @@ from typing import Any
 
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
-from specfrontier.config.limits import DEFAULT_MAX_FAILED_SHARE
+from specfrontier.config.limits import DEFAULT_MAX_CLIENT_LAG_SHARE, DEFAULT_MAX_FAILED_SHARE
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS, saturated
 from specfrontier.metrics.declare import MetricSpec
 from specfrontier.metrics.digest import CellDigest
@@ -40,13 +40,6 @@ MIN_STEADY_S = 1.0
 """C > 1: a steady span shorter than this (seconds, server time) is too short to give a rate."""
 MIN_STEADY_CONCURRENCY = 0.95
 """Inside the steady span at least this share of C must be in flight on average."""
-KEEP_UP_LAG_SHARE = 0.02
-"""A client kept up while every worker's event-loop lag p99 stayed within this share of the cell's request
-lifetime (median E2E), or within the 5 ms fidelity limit where that is more, and its CPU within 90 % of a
-core. A lagging client sees each end late and sends the next request late, so the server serves fewer than
-C, which its own in-flight count cannot show: measured (benchmarks/client_lag.py, docs/reliability.md),
-the load the server saw fell short of C by up to ~1.7 x lag p99 / lifetime, so 2 % keeps the shortfall
-within ~3.4 %, inside the 5 % the steady state allows (MIN_STEADY_CONCURRENCY)."""
 MIN_STEADY_LIFETIMES = 4.0
 """C > 1: the steady span must cover this many request lifetimes (median E2E): its edges cut requests in
 progress, and on the CPU llama.cpp server the steady rate was within 2% of a 60-second cell's from 4 on
@@ -263,17 +256,18 @@ class CellSummary:
         ITL may carry the client's lag; flagged. Whether it still kept up is `keep_up_text`."""
         return any(saturated(h) for h in self.client_health)
 
-    @property
-    def keep_up_text(self) -> str | None:
+    def keep_up_text(self, share: float = DEFAULT_MAX_CLIENT_LAG_SHARE, time_scale: float = 1.0) -> str | None:
         """Why the client could not keep up, in the words of its first such repeat ('repeat 2: event-loop lag
-        p99 85.7 ms > 2% of the 0.71 s request lifetime'; KEEP_UP_LAG_SHARE); None when it kept up: then the
-        load the server saw was the cell's C, and the cell may be evidence (`RunData.verdict`)."""
-        lifetime_ms = self.e2e_p50_ms.median or 0.0
-        bound = max(LAG_P99_LIMIT_MS, KEEP_UP_LAG_SHARE * lifetime_ms)
+        p99 85.7 ms > 2% of the 0.71 s request lifetime'); None when it kept up: every worker's CPU within 90 %
+        of a core and its lag p99 within `share` of the request lifetime (median E2E, in wall time: the
+        stored figures are in the server's, `time_scale` times faster), or 5 ms where that is more
+        (`config.limits.DEFAULT_MAX_CLIENT_LAG_SHARE`). Then the server saw the cell's C."""
+        lifetime_ms = (self.e2e_p50_ms.median or 0.0) / time_scale
+        bound = max(LAG_P99_LIMIT_MS, share * lifetime_ms)
         bound_text = (
             f"{LAG_P99_LIMIT_MS:g} ms"
             if bound == LAG_P99_LIMIT_MS
-            else f"{KEEP_UP_LAG_SHARE:.0%} of the {lifetime_ms / 1000:.2f} s request lifetime"
+            else f"{share:.0%} of the {lifetime_ms / 1000:.2f} s request lifetime"
         )
         for repeat, health in enumerate(self.client_health):
             cpu = max((x for x in health.get("cpu_fraction") or [] if isinstance(x, int | float)), default=0.0)
@@ -345,6 +339,21 @@ class RunData:
         return DEFAULT_MAX_FAILED_SHARE
 
     @property
+    def max_client_lag_share(self) -> float:
+        """The evidence rule's bound on the client's lag: the run's `max_client_lag_share`, else the default (a
+        run stored before the field existed, or a `bench` run)."""
+        stated = self.run.config.get("max_client_lag_share")
+        if isinstance(stated, int | float) and not isinstance(stated, bool) and 0 < stated <= 10:
+            return float(stated)
+        return DEFAULT_MAX_CLIENT_LAG_SHARE
+
+    def client_keep_up(self, cell: CellSummary) -> str | None:
+        """Why `cell`'s client could not keep up under this run's bound and time scale (None: it did)."""
+        scale = self.run.environment.get("time_scale")
+        time_scale = float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
+        return cell.keep_up_text(self.max_client_lag_share, time_scale)
+
+    @property
     def failed_settings(self) -> frozenset[str]:
         """Settings whose server failed (crash, stall, start-up failure) in their last launch."""
         return frozenset(s.name for s in self.settings if s.status == "failed")
@@ -369,7 +378,7 @@ class RunData:
         the sequential rule settled early asks for fewer), its setting's server did not
         fail (exit, stall, a window where every request failed), its failed requests stay within
         `max_failed_share` of its requests, (closed loop) it had a steady state to measure, and its client kept
-        up (`keep_up_text`: a client that could not measures the client, not the server)."""
+        up (`client_keep_up`: a client that could not measures the client, not the server)."""
         reasons = []
         expected = self.repeats_expected_of(cell)
         if cell.repeats < expected:
@@ -380,8 +389,8 @@ class RunData:
             reasons.append(f"{cell.errors} of {cell.requests} requests failed (> {percent(self.max_failed_share)})")
         if cell.steady_too_short:
             reasons.append("no steady state")
-        if cell.keep_up_text is not None:
-            reasons.append(f"client could not keep up ({cell.keep_up_text})")
+        if (lagged := self.client_keep_up(cell)) is not None:
+            reasons.append(f"client could not keep up ({lagged})")
         return tuple(reasons)
 
     def not_evidence_lines(self) -> list[str]:

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from specfrontier.config.limits import (
+    DEFAULT_MAX_CLIENT_LAG_SHARE,
     DEFAULT_MAX_FAILED_SHARE,
     MAX_CLIENT_WORKERS,
     MAX_CONCURRENCY,
@@ -306,6 +307,15 @@ class TuneBase(_Strict):
         description="Evidence rule: a cell whose failed requests exceed this share of its requests (over its "
         "repeats) is shown and flagged but left out of the best setting per level, the crossovers and the "
         "recommendations (0: no failed request at all; docs/reliability.md).",
+    )
+    max_client_lag_share: float = Field(
+        DEFAULT_MAX_CLIENT_LAG_SHARE,
+        gt=0.0,
+        le=10.0,
+        allow_inf_nan=False,
+        description="Evidence rule: a cell whose client's event-loop lag p99 exceeded this share of the request "
+        "lifetime (or 5 ms where that is more), or whose client CPU exceeded 90 % of a core, could not keep up "
+        "(the server saw fewer than C) and is shown and flagged but left out of the decisions (docs/reliability.md).",
     )
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")

@@ -216,7 +216,9 @@ DEFINITIONS = {
     "first_request": "TTFT and e2e of the very first request on a freshly launched server, before warmup",
     "evidence": "a cell is evidence when all the repeats the run asked for are stored, its setting's server did "
     "not fail, its failed requests are at most max_failed_share of its requests (the run's config; default 1%), "
-    "and (closed loop) it had a steady state; only evidence decides best, crossovers and recommendations",
+    "(closed loop) it had a steady state, and its client kept up (CPU within 90% of a core, lag p99 within "
+    "max_client_lag_share of the request lifetime, default 2%, or 5 ms); only evidence decides best, crossovers "
+    "and recommendations",
     "itl_ms": "per token: each gap between content chunks split evenly over the tokens of the later chunk; "
     "token-weighted inverted-CDF percentiles; the first chunk's tokens belong to the TTFT",
     "chunk_gap_ms": "raw time between consecutive content chunks of a request (burstiness, not per token)",

@@ -25,7 +25,7 @@ from specfrontier.analysis import (
 from specfrontier.analysis.deploy import deploy_text
 from specfrontier.analysis.misconfig import misconfiguration_lines
 from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, verify_schedules
-from specfrontier.analysis.summary import KEEP_UP_LAG_SHARE, failed_over_bound, percent
+from specfrontier.analysis.summary import failed_over_bound, percent
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.report.metric_tables import (
@@ -50,7 +50,7 @@ SPREAD_NOTE = (
 CLIENT_SATURATED_NOTE = (
     "'c' marks a cell whose client was saturated in some repeat (event-loop lag p99 > "
     f"{LAG_P99_LIMIT_MS:g} ms or client CPU > {CPU_LIMIT:.0%} of a core): its TTFT and ITL may carry the client's "
-    f"lag; where the lag also exceeded {KEEP_UP_LAG_SHARE:.0%} of the request lifetime, or the CPU the limit, the "
+    "lag; where the lag also exceeded max_client_lag_share of the request lifetime, or the CPU the limit, the "
     "client could not keep up (the server saw fewer than C) and the cell is not evidence (see the flags)."
 )
 
@@ -121,7 +121,8 @@ def evidence_table(data: RunData) -> Table:
             "yes = the cell is evidence: all the repeats the run asked for are stored, its setting's server did "
             f"not fail, at most {percent(data.max_failed_share)} of its requests failed (max_failed_share), "
             "(closed loop) it had a steady state, and its client kept up (lag p99 within "
-            f"{KEEP_UP_LAG_SHARE:.0%} of the request lifetime or {LAG_P99_LIMIT_MS:g} ms, CPU within {CPU_LIMIT:.0%}: "
+            f"{percent(data.max_client_lag_share)} of the request lifetime (max_client_lag_share) or "
+            f"{LAG_P99_LIMIT_MS:g} ms, CPU within {CPU_LIMIT:.0%}: "
             "else the server saw fewer than C). Only evidence decides the best setting per level, the "
             "crossovers and the recommendations; the other cells are shown but left out (see the flags)."
         ],
@@ -283,7 +284,7 @@ def flag_lines(data: RunData) -> list[str]:
             rel = c.aggregate_tok_s.relative_mad or 0.0
             lines.append(f"{c.setting} {at}: noisy (aggregate tok/s MAD over repeats {rel:.0%} of the median)")
         lines += _open_loop_flags(c, at)
-        lines += client_flag_lines(c, at)
+        lines += client_flag_lines(data, c, at)
         if c.client_limited:
             lines.append(
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
@@ -329,17 +330,17 @@ def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
     return lines
 
 
-def client_flag_lines(c: CellSummary, at: str) -> list[str]:
+def client_flag_lines(data: RunData, c: CellSummary, at: str) -> list[str]:
     """A cell whose client was saturated: which repeats and why (lag or CPU over the limits), and whether it
-    still kept up (`CellSummary.keep_up_text`: else the cell is not evidence) with the fix."""
+    still kept up (`RunData.client_keep_up`: else the cell is not evidence) with the fix."""
     lines = []
     for repeat, h in enumerate(c.client_health):
         if h.get("saturated"):
             why = "; ".join(h.get("reasons") or []) or "over the client limits"
             lines.append(f"{c.setting} {at} repeat {repeat + 1}: client saturated ({why}): TTFT and ITL may carry it")
-    if c.keep_up_text is not None:
+    if (lagged := data.client_keep_up(c)) is not None:
         lines.append(
-            f"{c.setting} {at}: the client could not keep up ({c.keep_up_text}): the server saw fewer than "
+            f"{c.setting} {at}: the client could not keep up ({lagged}): the server saw fewer than "
             f"{c.concurrency} requests, not evidence; fix: fewer processes competing with the client for CPU, "
             "or more client processes (client_workers / --client-workers)"
         )

@@ -127,9 +127,24 @@ def test_a_lag_small_against_the_request_lifetime_is_flagged_and_stays_evidence(
         spec = data.cell("spec", 64)
         assert spec is not None and spec.client_saturated
         if path == lagging:
-            assert data.is_evidence(spec) and spec.keep_up_text is None
+            assert data.is_evidence(spec) and data.client_keep_up(spec) is None
             (rec,) = recommend(data)
             assert rec.setting == "spec" and "WARNING: client saturated at spec C=64" in rec.note
         else:
             assert data.verdict(spec) == ("client could not keep up (repeat 1: client CPU 97% of a core > 90%)",)
         opened.close()
+
+
+def test_the_run_states_its_own_bound_on_the_client_lag(tmp_path: Path) -> None:
+    """`max_client_lag_share` is the run's, as `max_failed_share` is: at 5 % of the 1 s lifetime a 40 ms lag
+    keeps up; the default (2 %) does not."""
+    cells = {name: {64: _requests(tokens)} for name, tokens in (("baseline", 10), ("spec", 30))}
+    for share, kept in ((None, False), (0.05, True)):
+        config = {} if share is None else {"max_client_lag_share": share}
+        store, run = store_cells(
+            tmp_path / f"{share}.db", cells, config=config, client_health=lambda n, c: _health(40.0)
+        )
+        data = load_run(store, run)
+        assert data.max_client_lag_share == (share or 0.02)
+        assert all(data.is_evidence(c) == kept for c in data.cells)
+        store.close()
