@@ -134,7 +134,7 @@ def cell_length_table(data: RunData) -> Table | None:
             "case; '-': the request count alone); why = how that length was chosen for the cell's last repeat: "
             "with cell_lifetimes (tune) / --cell-lifetimes (bench) a number of measured request lifetimes, so "
             "every level has the 4 lifetimes of steady state the evidence rule asks for (the first cells of a "
-            "run are sized from the first request and the warmup). docs/metrics.md.",
+            "run are sized from the warmup, and in tune the first request). docs/metrics.md.",
         ],
     )
 

@@ -434,14 +434,12 @@ class Bench:
             offered = self.warmup_concurrency(top)
             adapter = _detected(self.facts.engine)
             read = adapter.running_now if adapter is not None else EngineAdapter.running_now
-            if not o.open_loop:  # one request alone: the lifetime at C = 1 the first cells are sized from
-                self.sizer.first_request(await client.send(self.prompts[0], self.sampling))
             async with watch_running(read, session, o.root) as peak:
                 warm = await run_closed_loop(
                     client, self.prompts, self.sampling, concurrency=offered, num_requests=o.warmup_rounds * offered
                 )
             require_evidence(warm, "the warmup")
-            self.sizer.warmed_up(warm, offered)
+            self.sizer.warmed_up(warm, offered)  # the first cells' lifetime: the top level's, an upper bound
             if client.chunk_counted:  # the server ignores include_usage: say so once, in the run's record
                 self.store.merge_environment(run_id, TOKENS_NOTE_KEY, tokens_from_chunks_note(o.root))
             # Whether the server speculates is known only from what it reports: drafted tokens in warmup.
