@@ -340,9 +340,10 @@ class RunData:
 
     @property
     def max_client_lag_share(self) -> float:
-        """The evidence rule's bound on the client's lag: the run's `max_client_lag_share`, else the default (a
-        run stored before the field existed, or a `bench` run)."""
-        stated = self.run.config.get("max_client_lag_share")
+        """The evidence rule's bound on the client's lag: the run's `max_client_lag_share` (tune's config, or
+        bench's `--max-client-lag-share`), else the default (a run stored before the field existed)."""
+        bench = self.run.config.get("bench")
+        stated = self.run.config.get("max_client_lag_share", bench.get("max_client_lag_share") if bench else None)
         if isinstance(stated, int | float) and not isinstance(stated, bool) and 0 < stated <= 10:
             return float(stated)
         return DEFAULT_MAX_CLIENT_LAG_SHARE

@@ -135,6 +135,14 @@ def bench(
             "does, so every level has a steady state (default 8 unless --cell-duration is given alone).",
         ),
     ] = None,
+    max_client_lag_share: Annotated[
+        float | None,
+        typer.Option(
+            "--max-client-lag-share",
+            help="Evidence rule: a cell whose client's event-loop lag p99 exceeded this share of the request "
+            "lifetime (or 5 ms where that is more) could not keep up and is not evidence (default 0.02).",
+        ),
+    ] = None,
     request_timeout: Annotated[
         float,
         typer.Option(
@@ -164,6 +172,7 @@ def bench(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
         rounds_per_cell=rounds, cell_duration_s=cell_duration, cell_lifetimes=cell_lifetimes,
+        max_client_lag_share=max_client_lag_share,
         request_timeout_s=request_timeout, store=store,
         client_workers=parse_client_workers(client_workers),
         keep_alive=keep_alive,

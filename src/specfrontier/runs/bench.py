@@ -120,6 +120,8 @@ class BenchOptions:
     """Closed loop: send for this many request lifetimes (C = 1: half as many), as `tune` sizes its cells
     (`runs.pacing.CellSizer`); None: DEFAULT_CELL_LIFETIMES unless `--cell-duration` is given alone."""
     warmup_rounds: int = 1
+    max_client_lag_share: float | None = None
+    """The evidence rule's bound on the client's lag (`--max-client-lag-share`; None: the default, as tune's)."""
     request_timeout_s: float = 300.0
     max_consecutive_timeouts: int = 3
     """Requests in a row that may time out before the server is taken as stalled and the run stops."""
@@ -174,6 +176,12 @@ class BenchOptions:
                 "must be 4..1000 (a steady span needs 4 request lifetimes; tune's limit too)",
             ),
             (self.warmup_rounds >= 0, f"--warmup-rounds = {self.warmup_rounds}", "must be >= 0"),
+            (
+                self.max_client_lag_share is None
+                or (math.isfinite(self.max_client_lag_share) and 0 < self.max_client_lag_share <= 10),
+                f"--max-client-lag-share = {self.max_client_lag_share}",
+                "must be above 0 and at most 10 (a share of the request lifetime)",
+            ),
             (
                 math.isfinite(self.request_timeout_s) and 0 < self.request_timeout_s <= MAX_REQUEST_TIMEOUT_S,
                 f"--request-timeout = {self.request_timeout_s:g}",
@@ -385,6 +393,7 @@ class Bench:
                 "cell_duration_s": o.cell_duration_s,
                 "cell_lifetimes": o.lifetimes,
                 "warmup_rounds": o.warmup_rounds,
+                "max_client_lag_share": o.max_client_lag_share,
                 "request_timeout_s": o.request_timeout_s,
                 "workload": {"prompts": o.prompts, "api": o.api, "max_tokens": o.max_tokens},
             }
