@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from specfrontier.config.limits import (
+    DEFAULT_MAX_CLIENT_LAG_SHARE,
     DEFAULT_MAX_FAILED_SHARE,
     DEFAULT_MAX_SETTINGS,
     MAX_CLIENT_WORKERS,
@@ -321,6 +322,15 @@ class TuneBase(StrictModel):
         "repeats) is shown and flagged but left out of the best setting per level, the crossovers and the "
         "recommendations (0: no failed request at all; docs/reliability.md).",
     )
+    max_client_lag_share: float = Field(
+        DEFAULT_MAX_CLIENT_LAG_SHARE,
+        gt=0.0,
+        le=10.0,
+        allow_inf_nan=False,
+        description="Evidence rule: a cell whose client's event-loop lag p99 exceeded this share of the request "
+        "lifetime (or 5 ms where that is more), or whose client CPU exceeded 90 % of a core, could not keep up "
+        "(the server saw fewer than C) and is shown and flagged but left out of the decisions (docs/reliability.md).",
+    )
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
@@ -331,14 +341,17 @@ class TuneBase(StrictModel):
         default_factory=DeployConfig,
         description="The address the printed (deployable) commands serve on; the run's own is not printed.",
     )
-    drift_control: Literal["auto", "interleave", "off"] = Field(
+    drift_control: Literal["auto", "interleave", "reference", "off"] = Field(
         "auto",
         description="Guard against a machine whose speed changes during the run: 'interleave' measures the "
         "settings repeat by repeat (repeat 1 of every setting, then repeat 2, ...: one server launch per setting "
         "and repeat) and reports the drift per level (first vs last repeat); a difference smaller than it is no "
-        "win. 'auto': interleave where a relaunch is cheap (the engine says so, e.g. llama.cpp) and the grid "
-        "search runs locally without verify_schedule; 'off': every repeat of a setting on one launch "
-        "(docs/metrics.md, 'Drift').",
+        "win. 'reference': one launch per setting, then the first setting once more on one more launch at the "
+        "end, at every level: the drift per level is that end-of-run reference against the setting's own start, "
+        "under the same rule. 'auto': interleave where a relaunch is cheap (the engine says so, e.g. llama.cpp) "
+        "and the grid search runs locally without verify_schedule, else reference (vLLM, SGLang, TensorRT-LLM: "
+        "a relaunch costs minutes) where the run is local; 'off': every repeat of a setting on one launch, no "
+        "drift measured (docs/metrics.md, 'Drift').",
     )
     min_repeats: int | None = Field(
         None,
@@ -465,15 +478,15 @@ class TuneBase(StrictModel):
                 f"min_repeats = {self.min_repeats}: above repeats = {self.repeats}; fix: lower min_repeats or "
                 "raise repeats"
             )
-        if self.min_repeats is not None and self.drift_control == "off":
+        if self.min_repeats is not None and self.drift_control in ("off", "reference"):
             raise ValueError(
-                "min_repeats: the sequential rule compares settings repeat by repeat, but drift_control is 'off'; "
-                "fix: set drift_control: interleave (or auto), or remove min_repeats"
+                "min_repeats: the sequential rule compares settings repeat by repeat, but drift_control is "
+                f"{self.drift_control!r}; fix: set drift_control: interleave (or auto), or remove min_repeats"
             )
-        if self.drift_control == "interleave":
-            why = interleave_refused(self)
+        if self.drift_control in ("interleave", "reference"):
+            why = (interleave_refused if self.drift_control == "interleave" else reference_refused)(self)
             if why is not None:
-                raise ValueError(f"drift_control = 'interleave': {why}; fix: use drift_control: auto or off")
+                raise ValueError(f"drift_control = {self.drift_control!r}: {why}; fix: use drift_control: auto or off")
         return self
 
     @model_validator(mode="after")
@@ -493,6 +506,14 @@ class TuneBase(StrictModel):
         return self
 
 
+DEFAULT_CELL_LIFETIMES = 8.0
+"""The default run's cells (`cell_lifetimes`; `bench --url` sizes its cells the same way) send for 8 request
+lifetimes (4 at C = 1, which has no ramp): measured with llama.cpp on 2 cores, the C = 4 ramp of the
+n-gram settings took 3.2-3.6 lifetimes, leaving 4.2-6 for the steady span where 4 are needed
+(`metrics.steady`); at C = 2 the ramp took ~2. Where a request lives shorter, the cell is shorter too
+instead of a fixed length."""
+
+
 def interleave_refused(config: TuneBase) -> str | None:
     """Why a config cannot measure its settings repeat by repeat (None: it can): the interleaved order
     needs every setting known up front (the grid search), one machine, and no setting built from the
@@ -503,6 +524,14 @@ def interleave_refused(config: TuneBase) -> str | None:
         return "executor.kind = 'ray' runs settings side by side on several machines"
     if config.verify_schedule:
         return "verify_schedule builds its setting from the finished run"
+    return None
+
+
+def reference_refused(config: TuneBase) -> str | None:
+    """Why a config cannot measure an end-of-run drift reference (None: it can): the reference must run
+    on the machine its setting's start ran on."""
+    if config.executor.kind != "local":
+        return "executor.kind = 'ray' runs settings on several machines; a reference on another is no reference"
     return None
 
 
@@ -550,6 +579,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 
 
 __all__ = [
+    "DEFAULT_CELL_LIFETIMES",
     "LISTEN_FLAGS",
     "STORED",
     "DeployConfig",
@@ -564,5 +594,6 @@ __all__ = [
     "describe_validation_error",
     "interleave_refused",
     "listen_flag",
+    "reference_refused",
     "startup_timeout",
 ]

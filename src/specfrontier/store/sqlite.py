@@ -69,6 +69,17 @@ ENGINE_WARNINGS_KEY = "engine_warnings"
 """A run environment's {setting: [warning, ...]}: what each setting's server log warned about its speed
 (`EngineAdapter.performance_warnings`), written by the sweep and printed by the report."""
 
+DRIFT_REFERENCE_KEY = "drift_reference"
+"""A run environment's end-of-run drift reference (`drift_control: reference`, runs.sweep): the setting
+measured again on one more launch after every setting, its startup and its whole cost in seconds, or why it
+failed; analysis.drift reads it."""
+
+REFERENCE_REPEAT = -1
+"""The repeat index of an end-of-run drift reference cell: stored like a repeat of its setting's cell, but
+no repeat of it (`Store.cells` leaves such cells out unless asked for them), so the setting's figures, its
+repeats and everything drawn from them stay those of its own launch; `done_cells` lists them, so `--resume`
+measures a missing reference once."""
+
 LAUNCH_ENVIRONMENT_KEY = "launch_environment"
 """A run environment's {setting: {variable: value}}: the variables the adapter set for the setting's launch
 (`EngineAdapter.environment`, config-derived, never a secret), so a deployable command carries what was
@@ -657,14 +668,16 @@ class Store:
         return self._db.execute(_DONE_KEYS[mode], (run_id,)).fetchall()
 
     @_guarded("reading cells", writes=False)
-    def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
+    def cells(self, run_id: str, setting_id: str | None = None, *, reference: bool = False) -> list[CellRow]:
         """The run's cells (only one setting's when `setting_id` is given), each with its stored digest
-        and its requests as a `CellRequests`, read from the store only when first used."""
+        and its requests as a `CellRequests`, read from the store only when first used. `reference`: the
+        end-of-run drift reference cells (`REFERENCE_REPEAT`) instead, which are otherwise left out."""
         from specfrontier.metrics.digest import unpack_digest
 
         args = (run_id, setting_id, setting_id)
         cell_rows = self._db.execute(
-            "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) ORDER BY cell_id", args
+            "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) AND (repeat = ?) = ? ORDER BY cell_id",
+            (*args, REFERENCE_REPEAT, int(reference)),
         ).fetchall()
         blobs: dict[int, int] = {}
         digests: dict[int, CellDigest | None] = {}
