@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specfrontier.analysis.decisions import figures_separated, is_scheduled, stored_engine_setting
-from specfrontier.analysis.summary import CellSummary, RunData
+from specfrontier.analysis.summary import RunData, aggregate_tok_s_median
 
 HOLDS = "holds"
 LOSES = "loses"
@@ -66,10 +66,6 @@ def unreachable_ranges(data: RunData, name: str) -> list[int]:
     return [lo for lo in setting.schedule_batch_sizes if lo > capacity]
 
 
-def _median(cell: CellSummary | None) -> float | None:
-    return cell.aggregate_tok_s.median if cell is not None else None
-
-
 def verify_schedules(data: RunData) -> list[ScheduleLevel]:
     """Per schedule and level of a one-workload view: the schedule against the best static setting."""
     schedules = scheduled_settings(data)
@@ -95,10 +91,10 @@ def verify_schedules(data: RunData) -> list[ScheduleLevel]:
                 ScheduleLevel(
                     name,
                     level,
-                    _median(mine),
+                    aggregate_tok_s_median(mine),
                     best.setting if best else None,
-                    _median(best),
-                    _median(base),
+                    aggregate_tok_s_median(best),
+                    aggregate_tok_s_median(base),
                     verdict,
                 )
             )

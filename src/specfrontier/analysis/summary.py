@@ -504,6 +504,11 @@ def failed_over_bound(failed: int, requests: int, max_share: float) -> bool:
     return requests > 0 and failed > max_share * requests
 
 
+def aggregate_tok_s_median(cell: CellSummary | None) -> float | None:
+    """A cell's aggregate tok/s, median over its repeats; None for no cell (or a cell without the figure)."""
+    return cell.aggregate_tok_s.median if cell is not None else None
+
+
 def percent(share: float) -> str:
     """0.01 -> '1%', 0.005 -> '0.5%': a bound as the config would state it, without rounding it away."""
     return f"{share * 100:g}%"
@@ -630,6 +635,7 @@ __all__ = [
     "GoodputSummary",
     "OverRepeats",
     "RunData",
+    "aggregate_tok_s_median",
     "failed_over_bound",
     "figure_json",
     "load_run",

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specfrontier.errors import ConfigError
+from specfrontier.metrics.stats import median
 from specfrontier.perfmodel.types import ModelCell, SettingParams
 from specfrontier.theory.acceptance import chain_tau, rates_to_depth, tree_tau
 
@@ -117,12 +118,6 @@ def _conditional_from_positions(rows: Sequence[tuple[float, ...]]) -> tuple[floa
     return tuple(min(MAX_ALPHA, s / n) for s, n in zip(sums, counts, strict=True))
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
-
-
 def _measured_tau(cell: ModelCell) -> float | None:
     """A cell's measured tau: its acceptance length, else 1 + its per-position counters' sum."""
     if cell.acceptance_length is not None:
@@ -162,7 +157,7 @@ def fit_acceptance(cells: Sequence[ModelCell]) -> dict[str, FamilyAcceptance]:
                 _conditional_from_positions(positions), f"per-position counters of {len(positions)} cells"
             )
         elif chain_taus:
-            alpha = _median([solve_alpha(p, t) for p, t in chain_taus])
+            alpha = median([solve_alpha(p, t) for p, t in chain_taus])
             fam = FamilyAcceptance.constant(
                 alpha, f"acceptance length of {len(chain_taus)} chain settings (constant rate)"
             )
@@ -185,7 +180,7 @@ def _fit_trees_only(trees: Sequence[tuple[SettingParams, float]]) -> FamilyAccep
     per cell (median) at each, the pair with the smallest log-tau error kept, then the share refined."""
     best: tuple[float, float, float] | None = None
     for share in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
-        alpha = _median([solve_alpha(p, t, share) for p, t in trees])
+        alpha = median([solve_alpha(p, t, share) for p, t in trees])
         fam = FamilyAcceptance.constant(alpha, "", share)
         loss = sum((math.log(fam.tau(p)) - math.log(t)) ** 2 for p, t in trees)
         if best is None or loss < best[0]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from specfrontier.analysis.decisions import figures_separated, setting_cost
-from specfrontier.analysis.summary import CellSummary, RunData
+from specfrontier.analysis.summary import CellSummary, RunData, aggregate_tok_s_median
 from specfrontier.engines.base import EngineSetting
 from specfrontier.engines.registry import stored_setting
 from specfrontier.errors import ConfigError
@@ -95,10 +95,6 @@ def _schedulable_run(data: RunData) -> None:
         )
 
 
-def _median(cell: CellSummary | None) -> float | None:
-    return cell.aggregate_tok_s.median if cell is not None else None
-
-
 def depth_schedule(data: RunData) -> DepthSchedule:
     """The best depth per measured concurrency, merged into batch-size ranges starting at 1."""
     _schedulable_run(data)
@@ -133,7 +129,7 @@ def depth_schedule(data: RunData) -> DepthSchedule:
 def _winning_family(data: RunData, chains: dict[str, EngineSetting]) -> str:
     wins: Counter[str] = Counter()
     for c in data.concurrency_levels:
-        best = max(chains, key=lambda n: _median(data.cell(n, c)) or -1.0)
+        best = max(chains, key=lambda n: aggregate_tok_s_median(data.cell(n, c)) or -1.0)
         wins[family_key(chains[best])] += 1
     first = {family_key(s): i for i, s in reversed(list(enumerate(chains.values())))}
     return max(wins, key=lambda k: (wins[k], -first[k]))
@@ -144,7 +140,8 @@ def _choose(data: RunData, c: int, candidates: dict[str, EngineSetting]) -> Leve
     figures are not separated from the top one's is tied with it, and a tie goes to the cheapest tied
     setting (no speculation < a shallower chain < a deeper one), so the schedule and the report agree."""
     ranked = sorted(
-        (n for n in candidates if _median(data.cell(n, c)) is not None), key=lambda n: -(_median(data.cell(n, c)) or 0)
+        (n for n in candidates if aggregate_tok_s_median(data.cell(n, c)) is not None),
+        key=lambda n: -(aggregate_tok_s_median(data.cell(n, c)) or 0),
     )
     if not ranked:
         return None
@@ -187,8 +184,9 @@ def static_choices(data: RunData, slo_tpot_ms: float | None = None) -> list[Stat
     levels = [int(c) for c in data.concurrency_levels]
     out = [_interactive(data, names, [c for c in levels if c <= INTERACTIVE_MAX_C])]
     top = levels[-1]
-    best = max(names, key=lambda n: _median(data.cell(n, top)) or -1.0)
-    out.append(StaticChoice("throughput", best, f"{_median(data.cell(best, top)) or 0:.1f} aggregate tok/s at C={top}"))
+    best = max(names, key=lambda n: aggregate_tok_s_median(data.cell(n, top)) or -1.0)
+    tok_s = aggregate_tok_s_median(data.cell(best, top)) or 0
+    out.append(StaticChoice("throughput", best, f"{tok_s:.1f} aggregate tok/s at C={top}"))
     if slo_tpot_ms is not None:
         out.append(_slo(data, names, slo_tpot_ms))
     return out
