@@ -27,12 +27,9 @@ Each worker measures its own health (lag, CPU); the cell's `ClientHealth` pools 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import math
 import multiprocessing
 import os
-import signal
-import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -52,6 +49,7 @@ from specfrontier.load.open_loop import (
     run_open_loop,
     send_on_schedule,
 )
+from specfrontier.process.parent_death import die_with_parent
 from specfrontier.records import Prompt, RequestRecord, Sampling, SpecStatsExtractor
 from specfrontier.units import NS_PER_MS, s_to_ns
 
@@ -192,15 +190,6 @@ async def monitored(client: StreamingClient, load: Awaitable[T]) -> tuple[T, Cli
 # -- in a worker process ---------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """A worker whose parent was killed (SIGKILL: no cleanup ran) must not keep loading the server.
-
-    PR_SET_PDEATHSIG fires when the *thread* that started the child exits; `_run_in_workers` joins its
-    workers before it returns, so that thread outlives them on every normal path."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-
-
 async def _run_closed_job(
     client: StreamingClient, job: _ClosedJob, counter: Synchronized[int]
 ) -> list[tuple[int, RequestRecord]]:
@@ -258,7 +247,9 @@ def worker_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def _worker_main(spec: ClientSpec, counter: Synchronized[int], conn: Connection) -> None:
     """Entry point of a worker process: ready -> (go, job) -> run -> result, or the traceback."""
-    _die_with_parent()
+    # a worker whose parent was killed must not keep loading the server; the signal follows the thread that
+    # started the worker, and `_run_in_workers` joins its workers before that thread returns
+    die_with_parent()
     try:
         conn.send(("ready", None))
         message, job = conn.recv()

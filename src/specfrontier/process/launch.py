@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import re
 import signal
@@ -33,11 +32,10 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from specfrontier.errors import EngineStartError, EngineTimeout, PortTakenError
+from specfrontier.process.parent_death import die_with_parent
 from specfrontier.process.port_owner import port_ownership
 from specfrontier.process.watchdog import group_alive, wait_group_gone
 from specfrontier.units import ns_to_s
-
-_PR_SET_PDEATHSIG = 1
 
 
 def free_port() -> int:
@@ -46,12 +44,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 _SIGNAL_CAUSES = {
@@ -168,7 +160,7 @@ class ServerProcess:
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                     env=self._env,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=die_with_parent,
                 )
             except OSError as exc:
                 self._release_guard()
