@@ -235,7 +235,7 @@ class Face(PacedFace["Pacer"]):
 
     async def on_startup(self, _app: web.Application) -> None:
         core = ServerCore(self.config.profile, self.config.setting, seed=self.config.seed)
-        self._start(Pacer(core, time_scale=self.config.time_scale), "sim-pacer", _pacer_died)
+        self._start(Pacer(core, time_scale=self.config.time_scale), "sim-pacer", exit_when_it_fails("scheduler loop"))
         if not self.config.hang:
             delay = max(0.0, self.config.startup_s - (time.monotonic() - self.started_s))
             asyncio.get_running_loop().call_later(delay, self._become_ready)
@@ -393,11 +393,17 @@ def _close_sockets() -> None:
                 os.close(int(name))
 
 
-def _pacer_died(task: asyncio.Task[None]) -> None:
-    """A scheduler that dies takes the server down, as in SGLang, instead of leaving streams waiting forever."""
-    if not task.cancelled() and task.exception() is not None:
-        log(f"scheduler loop failed: {task.exception()!r}", "ERROR")
-        os._exit(1)
+def exit_when_it_fails(loop_name: str) -> Callable[[asyncio.Task[None]], None]:
+    """A done-callback for the face's scheduler loop (`loop_name` in the log line): a loop that dies takes the
+    server down, as SGLang's scheduler and trtllm-serve's executor do, instead of leaving streams waiting
+    forever."""
+
+    def exit_if_failed(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log(f"{loop_name} failed: {task.exception()!r}", "ERROR")
+            os._exit(1)
+
+    return exit_if_failed
 
 
 async def write_event(resp: web.StreamResponse, data: bytes) -> bool:
@@ -428,4 +434,14 @@ def build_app(config: FaceConfig) -> web.Application:
     )
 
 
-__all__ = ["FaceConfig", "PacedFace", "Pacer", "build_app", "log", "parse_ask", "spec_details", "write_event"]
+__all__ = [
+    "FaceConfig",
+    "PacedFace",
+    "Pacer",
+    "build_app",
+    "exit_when_it_fails",
+    "log",
+    "parse_ask",
+    "spec_details",
+    "write_event",
+]

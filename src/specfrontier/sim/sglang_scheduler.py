@@ -29,7 +29,7 @@ from typing import Any
 
 from specfrontier.sim.core import ServerCore
 from specfrontier.sim.costs import capacity
-from specfrontier.sim.http_face import Pacer, log
+from specfrontier.sim.http_face import Pacer, exit_when_it_fails, log
 from specfrontier.sim.profile import load_profile
 from specfrontier.sim.serving import DEFAULT_PROFILE
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
@@ -99,13 +99,6 @@ def adaptive_entries(path: str | None) -> tuple[tuple[int, tuple[int, ...]], ...
 
     _, entries = _load_adaptive_config(path)
     return tuple((lo, tuple(int(d) for d in entry["candidate_steps"])) for lo, entry in sorted(entries.items()))
-
-
-def _pacer_died(task: asyncio.Task[None]) -> None:
-    """A simulator loop that dies takes the scheduler down, as SGLang's scheduler exceptions do."""
-    if not task.cancelled() and task.exception() is not None:
-        log(f"simulated scheduler loop failed: {task.exception()!r}", "ERROR")
-        os._exit(1)
 
 
 class _Output:
@@ -208,7 +201,7 @@ class SimulatedScheduler:
         self._to_tokenizer = get_zmq_socket(context, zmq.PUSH, self.port_args.tokenizer_ipc_name, False)
         self.pacer = Pacer(ServerCore(self.profile, self.setting, seed=self.seed), time_scale=self.time_scale)
         pacer_task = asyncio.create_task(self.pacer.run(), name="sim-pacer")
-        pacer_task.add_done_callback(_pacer_died)
+        pacer_task.add_done_callback(exit_when_it_fails("simulated scheduler loop"))
         while True:
             message = await io_struct.async_sock_recv(recv)
             batch = getattr(message, "batch", None)

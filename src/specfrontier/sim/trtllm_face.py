@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 import uuid
 from collections import deque
@@ -40,7 +39,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from specfrontier.sim.core import ServerCore, SimRequest, StepResult
-from specfrontier.sim.http_face import PLACEHOLDER, PacedFace, Pacer, log, write_event
+from specfrontier.sim.http_face import PLACEHOLDER, PacedFace, Pacer, exit_when_it_fails, log, write_event
 from specfrontier.sim.http_protocol import Ask, BadRequest, FaceConfig, parse_ask, sse_event
 
 TOKENS_PER_BLOCK = 32
@@ -183,7 +182,7 @@ class TrtllmFace(PacedFace[IterationPacer]):
         base = self.config.base
         core = ServerCore(base.profile, base.setting, seed=base.seed)
         pacer = IterationPacer(core, time_scale=base.time_scale, config=self.config, stats=self.stats)
-        self._start(pacer, "sim-trtllm-pacer", _pacer_died)
+        self._start(pacer, "sim-trtllm-pacer", exit_when_it_fails("executor loop"))
 
     # -- health and info ------------------------------------------------------------------------------
     async def health(self, _request: web.Request) -> web.Response:
@@ -283,13 +282,6 @@ class TrtllmFace(PacedFace[IterationPacer]):
     def _completed(self) -> None:
         if self.config.drain_on_completion:
             self.stats.drain()
-
-
-def _pacer_died(task: asyncio.Task[None]) -> None:
-    """A scheduler that dies takes the server down (trtllm-serve raises SIGINT on a fatal executor error)."""
-    if not task.cancelled() and task.exception() is not None:
-        log(f"executor loop failed: {task.exception()!r}", "ERROR")
-        os._exit(1)
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:

@@ -4,6 +4,7 @@ fault knob, and agreement with the virtual-time face on one cell. What it serves
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -358,3 +359,28 @@ async def test_http_face_agrees_with_virtual_face(launch: Launcher) -> None:
     ideal_aggregate, ideal_p50 = virtual(0.0)
     assert aggregate == pytest.approx(ideal_aggregate, rel=0.05)
     assert p50 == pytest.approx(ideal_p50, rel=0.05)
+
+
+async def test_a_scheduler_loop_that_fails_takes_the_face_down(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The done-callback every face puts on its scheduler loop: a failure is logged under the loop's name and
+    the process exits 1 (as SGLang's scheduler does); a loop that ends or is cancelled exits nothing."""
+    from specfrontier.sim.http_face import exit_when_it_fails
+
+    exits: list[int] = []
+    monkeypatch.setattr(os, "_exit", exits.append)
+
+    async def fails() -> None:
+        raise RuntimeError("boom")
+
+    async def ends() -> None:
+        return None
+
+    callback = exit_when_it_fails("executor loop")
+    for coro in (fails(), ends()):
+        task = asyncio.create_task(coro)
+        await asyncio.gather(task, return_exceptions=True)
+        callback(task)
+    assert exits == [1]
+    assert "ERROR executor loop failed: RuntimeError('boom')" in capsys.readouterr().err
