@@ -35,7 +35,7 @@ from specfrontier.engines.base import (
     without_options,
 )
 from specfrontier.engines.probe import probe_help
-from specfrontier.engines.prometheus import parse_metrics, spec_decode_counters
+from specfrontier.engines.prometheus import counters_from_metrics
 from specfrontier.engines.registry import EngineSpec, register
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
@@ -425,7 +425,7 @@ class LlamaCppAdapter(EngineAdapter[LlamaCppSetting]):
     @classmethod
     async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
         text = await get_text(session, f"{base_url}/metrics", "llama-server /metrics", "is --metrics on?")
-        return counters_from_metrics(text)
+        return counters_from_metrics(text, _PREFIX, source="llama-server /metrics")  # None: an old build
 
     @classmethod
     def request_extras(cls) -> dict[str, Any]:
@@ -464,11 +464,6 @@ def spec_stats_from_timings(chunk: Mapping[str, Any]) -> RequestSpecStats | None
     return RequestSpecStats(draft_tokens=drafted, accepted_tokens=accepted)
 
 
-def counters_from_metrics(text: str) -> SpecCounters | None:
-    """The `llamacpp:spec_decode_*` counters of one /metrics response (None if absent: old build)."""
-    return spec_decode_counters(parse_metrics(text, source="llama-server /metrics"), _PREFIX)
-
-
 LLAMACPP_NAMES = ParamNames(
     depth=("draft_n_max",),
     family=("spec_type",),
@@ -498,7 +493,6 @@ __all__ = [
     "LlamaCppSetting",
     "LlamaCppTuneConfig",
     "SpecType",
-    "counters_from_metrics",
     "default_binary",
     "default_config",
     "default_settings",

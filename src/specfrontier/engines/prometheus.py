@@ -115,4 +115,10 @@ def spec_decode_counters(samples: list[Sample], prefix: str) -> SpecCounters | N
     return SpecCounters(int(drafted), int(accepted), int(steps), positions)
 
 
-__all__ = ["Sample", "counter", "parse_metrics", "spec_decode_counters"]
+def counters_from_metrics(text: str, prefix: str, *, source: str = "/metrics") -> SpecCounters | None:
+    """The `<prefix>spec_decode_*` counters of one /metrics response (`spec_decode_counters`); None where the
+    family is absent. `source` names the endpoint in a malformed response's error."""
+    return spec_decode_counters(parse_metrics(text, source=source), prefix)
+
+
+__all__ = ["Sample", "counter", "counters_from_metrics", "parse_metrics", "spec_decode_counters"]

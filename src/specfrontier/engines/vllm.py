@@ -60,7 +60,7 @@ from specfrontier.engines.base import (
     without_options,
 )
 from specfrontier.engines.probe import run_probe
-from specfrontier.engines.prometheus import Sample, counter, parse_metrics, spec_decode_counters
+from specfrontier.engines.prometheus import Sample, counter, counters_from_metrics, parse_metrics
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
 from specfrontier.errors import ConfigError, DependencyError, EngineResponseError
 from specfrontier.records import RequestSpecStats, SpecCounters
@@ -581,7 +581,8 @@ class VllmAdapter(EngineAdapter[VllmSetting]):
 
     @classmethod
     async def spec_counters(cls, session: aiohttp.ClientSession, base_url: str) -> SpecCounters | None:
-        return counters_from_metrics(await get_text(session, f"{base_url}/metrics", "vLLM /metrics"))
+        text = await get_text(session, f"{base_url}/metrics", "vLLM /metrics")
+        return counters_from_metrics(text, _PREFIX, source="vLLM /metrics")  # None: speculation is off
 
     @classmethod
     async def running_now(cls, session: aiohttp.ClientSession, base_url: str) -> RunningNow | None:
@@ -716,11 +717,6 @@ def capacity_from_metrics(
     return Capacity(launched_max_num_seqs, source, int(tokens))
 
 
-def counters_from_metrics(text: str) -> SpecCounters | None:
-    """The `vllm:spec_decode_*` counters summed over engines (None: speculation is off, vLLM omits them)."""
-    return spec_decode_counters(parse_metrics(text, source="vLLM /metrics"), _PREFIX)
-
-
 # -- the schedule format: vLLM's per-batch-size K ----------------------------------------------------
 # A depth schedule as vLLM's `--speculative-config` with `num_speculative_tokens_per_batch_size`.
 #
@@ -847,7 +843,6 @@ __all__ = [
     "VllmSetting",
     "VllmTuneConfig",
     "capacity_from_metrics",
-    "counters_from_metrics",
     "default_settings",
     "resolve_python",
     "vllm_command",

@@ -10,9 +10,9 @@ from specfrontier.engines.llamacpp import (
     LlamaCppAdapter,
     LlamaCppEngine,
     LlamaCppSetting,
-    counters_from_metrics,
     flags_in_help,
 )
+from specfrontier.engines.prometheus import counters_from_metrics
 from specfrontier.errors import ConfigError
 from specfrontier.records import RequestSpecStats, SpecCounters
 
@@ -164,7 +164,7 @@ llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 45
 
 
 def test_counters_from_metrics_reads_totals_and_positions_in_order() -> None:
-    c = counters_from_metrics(METRICS)
+    c = counters_from_metrics(METRICS, "llamacpp:")
     assert c == SpecCounters(400, 300, 50, (48, 45, 40))
     before = SpecCounters(100, 90, 20, (20, 19))
     window = c.minus(before)
@@ -172,7 +172,7 @@ def test_counters_from_metrics_reads_totals_and_positions_in_order() -> None:
 
 
 def test_counters_absent_in_old_builds_give_none() -> None:
-    assert counters_from_metrics("llamacpp:prompt_tokens_total 5\n") is None
+    assert counters_from_metrics("llamacpp:prompt_tokens_total 5\n", "llamacpp:") is None
 
 
 def test_request_spec_stats_from_final_chunk_timings(tmp_path: Path) -> None:

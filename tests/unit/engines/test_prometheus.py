@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specfrontier.engines.llamacpp import counters_from_metrics
-from specfrontier.engines.prometheus import counter, parse_metrics
+from specfrontier.engines.prometheus import counter, counters_from_metrics, parse_metrics
 from specfrontier.errors import EngineResponseError
 
 
@@ -59,7 +58,7 @@ REAL_METRICS = Path(__file__).resolve().parents[2] / "data" / "llamacpp_metrics.
 
 
 def test_real_llama_server_metrics_give_the_spec_counters() -> None:
-    counters = counters_from_metrics(REAL_METRICS.read_text(encoding="utf-8"))
+    counters = counters_from_metrics(REAL_METRICS.read_text(encoding="utf-8"), "llamacpp:")
     assert counters is not None
     assert (counters.draft_tokens, counters.accepted_tokens, counters.verify_steps) == (48, 36, 3)
     assert counters.draft_tokens > 0 and counters.accepted_tokens > 0 and counters.verify_steps > 0

@@ -13,13 +13,13 @@ from pydantic import ValidationError
 
 from specfrontier.config.load import load_config, parse_config
 from specfrontier.engines.base import Capacity
+from specfrontier.engines.prometheus import counters_from_metrics
 from specfrontier.engines.vllm import (
     InstalledVllm,
     VllmAdapter,
     VllmEngine,
     VllmSetting,
     capacity_from_metrics,
-    counters_from_metrics,
     max_num_seqs_from_server_info,
     performance_warnings,
     resolve_python,
@@ -147,13 +147,13 @@ def test_a_python_without_vllm_is_refused_naming_the_fix() -> None:
 
 
 def test_counters_from_the_recorded_metrics() -> None:
-    counters = counters_from_metrics(METRICS)
+    counters = counters_from_metrics(METRICS, "vllm:")
     assert counters is not None
     assert (counters.verify_steps, counters.draft_tokens, counters.accepted_tokens) == EXPECTED_COUNTS
     assert len(counters.accepted_per_position) == 2 and sum(counters.accepted_per_position) == counters.accepted_tokens
     assert counters.accepted_per_position[0] >= counters.accepted_per_position[1]
     no_spec = "\n".join(line for line in METRICS.splitlines() if "spec_decode" not in line)
-    assert counters_from_metrics(no_spec) is None  # vLLM omits them without speculation
+    assert counters_from_metrics(no_spec, "vllm:") is None  # vLLM omits them without speculation
 
 
 def test_capacity_is_the_launched_limit_with_the_kv_cache_the_server_reports() -> None:
