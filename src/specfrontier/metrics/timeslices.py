@@ -28,6 +28,7 @@ from itertools import chain
 
 import numpy as np
 
+from specfrontier.metrics.per_request import percentile, request_tpot_ms, request_ttft_ms
 from specfrontier.records import RequestRecord
 from specfrontier.units import NS_PER_S, ns_to_ms
 
@@ -67,14 +68,10 @@ class Spike:
         return self.p99_ms / self.cell_median_ms
 
 
-def _pct(values: Sequence[float], q: float) -> float | None:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else None
-
-
 def p50_p99_each(groups: Sequence[Sequence[float]]) -> list[tuple[float | None, float | None]]:
-    """`_pct` at 50 and 99 of every group (None, None for an empty one), from one numpy call per group
+    """`percentile` at 50 and 99 of every group (None, None for an empty one), from one numpy call per group
     size: groups of equal size are stacked as the rows of one array, and numpy's row-wise percentile runs
-    the same arithmetic on each row as on the row alone, so the values are those of `_pct`. Why: a cell
+    the same arithmetic on each row as on the row alone, so the values are those of `percentile`. Why: a cell
     has a slice per second and two of these per slice; a numpy call per group cost more than the figures."""
     found: list[tuple[float | None, float | None]] = [(None, None)] * len(groups)
     by_size: dict[int, list[int]] = {}
@@ -87,13 +84,6 @@ def p50_p99_each(groups: Sequence[Sequence[float]]) -> list[tuple[float | None, 
         for i, low, high in zip(indexes, p50, p99, strict=True):
             found[i] = (low, high)
     return found
-
-
-def _tpot_ms(r: RequestRecord) -> float | None:
-    tokens = r.completion_tokens or 0
-    if r.first_token_ns is None or tokens < 2 or r.end_ns <= r.first_token_ns:
-        return None
-    return ns_to_ms((r.end_ns - r.first_token_ns) / (tokens - 1))
 
 
 def _chunk_tokens(r: RequestRecord) -> list[float]:
@@ -156,7 +146,7 @@ def time_slices(records: Sequence[RequestRecord], slice_s: float = 1.0) -> list[
             tokens += np.bincount(chunk_slots.astype(np.int64), weights=_chunk_tokens(r), minlength=count)
         if r.first_token_ns is not None:
             ttft[slot(r.first_token_ns)].append(ns_to_ms(r.first_token_ns - r.send_ns))
-        value = _tpot_ms(r)
+        value = request_tpot_ms(r)
         if value is not None:
             tpot[k].append(value)
     out = []
@@ -183,8 +173,8 @@ def spikes(records: Sequence[RequestRecord], slices: Sequence[TimeSlice]) -> lis
     """Slices whose TTFT or TPOT p99 exceeds SPIKE_FACTOR x the cell median (see the module docstring)."""
     ok = [r for r in records if r.ok]
     medians = {
-        "ttft": _pct([ns_to_ms(r.first_token_ns - r.send_ns) for r in ok if r.first_token_ns is not None], 50),
-        "tpot": _pct([v for v in (_tpot_ms(r) for r in ok) if v is not None], 50),
+        "ttft": percentile([v for r in ok if (v := request_ttft_ms(r)) is not None], 50),
+        "tpot": percentile([v for r in ok if (v := request_tpot_ms(r)) is not None], 50),
     }
     found = []
     for s in slices:

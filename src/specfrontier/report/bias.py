@@ -11,11 +11,7 @@ from typing import Any
 from specfrontier.analysis.bias import OptimismBias, optimism_bias
 from specfrontier.analysis.gate import MIN_DIVERGED_PROMPTS, GateResult
 from specfrontier.analysis.summary import RunData
-from specfrontier.report.table_model import Table
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
+from specfrontier.report.table_model import Table, percent_1dp
 
 
 def _x(x: float | None) -> str:
@@ -32,8 +28,8 @@ def bias_table(data: RunData, bias: OptimismBias | None = None) -> Table | None:
     rows = []
     for row in bias.settings:
         by_level = {lv.level: lv for lv in row.levels}
-        cells = [row.setting, row.workload, _pct(row.acceptance_rate), _pct(row.best_case_acceptance_rate)]
-        cells.append(_pct(row.acceptance_kept))
+        rates = (row.acceptance_rate, row.best_case_acceptance_rate, row.acceptance_kept)
+        cells = [row.setting, row.workload, *map(percent_1dp, rates)]
         for lv in levels:
             b = by_level.get(lv)
             if b is None or b.speedup is None:
@@ -95,8 +91,8 @@ def gate_table(data: RunData) -> Table | None:
                 g.setting,
                 g.workload,
                 f"{g.diverged}/{g.compared} ({g.diverged_prompts} prompts)",
-                _pct(g.divergence_rate),
-                _pct(g.baseline_rate),
+                percent_1dp(g.divergence_rate),
+                percent_1dp(g.baseline_rate),
                 verdict,
                 example,
             ]
@@ -140,7 +136,7 @@ def turns_table(data: RunData) -> Table | None:
             "-" if t.context_tokens_p50 is None else f"{t.context_tokens_p50:.0f}",
             "-" if t.ttft_p50_ms is None else f"{t.ttft_p50_ms:.0f}",
             "-" if t.e2e_p50_ms is None else f"{t.e2e_p50_ms:.0f}",
-            _pct(t.acceptance_rate),
+            percent_1dp(t.acceptance_rate),
         ]
         for t in data.turns
     ]

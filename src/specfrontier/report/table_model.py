@@ -1,4 +1,4 @@
-"""The format-neutral table every report section is drawn from.
+"""The format-neutral table every report section is drawn from, and `percent_1dp`, a share as its cells show it.
 
 Its own module so that the modules building tables (`tables`, `metric_tables`, `bias`, `compare`) and
 the renderers (terminal, Markdown, HTML) all depend on it and not on each other: `tables` lists the
@@ -21,4 +21,9 @@ class Table:
     notes: list[str] = field(default_factory=list)
 
 
-__all__ = ["Table"]
+def percent_1dp(share: float | None) -> str:
+    """A share as a percentage with one decimal (0.1234 -> '12.3%'); '-' for None (no figure)."""
+    return "-" if share is None else f"{share:.1%}"
+
+
+__all__ = ["Table", "percent_1dp"]

@@ -7,6 +7,7 @@ its definition and whether it rests on predictions; the per-level breakdown is t
 from __future__ import annotations
 
 from specfrontier.metrics.slo import slo_text
+from specfrontier.report.table_model import percent_1dp
 from specfrontier.traffic import DayFigures, TrafficAnswer
 
 DEFINITIONS = (
@@ -16,10 +17,6 @@ DEFINITIONS = (
     "cell meets every SLO (its percentile), over the busy time; goodput tok/s = aggregate tok/s counting only "
     "the loads that meet the SLO"
 )
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
 
 
 def _figures(f: DayFigures, answer: TrafficAnswer) -> str:
@@ -32,8 +29,9 @@ def _figures(f: DayFigures, answer: TrafficAnswer) -> str:
     if f.goodput_tok_s is not None:
         parts.append(f"{f.goodput_tok_s:.1f} goodput tok/s")
     if f.slo_share is not None:
-        parts.append(f"SLO met {_pct(f.slo_share)} of the busy time")
-    parts.append(f"predicted: {_pct(f.predicted_share)} of the busy time" if f.predicted_share else "all measured")
+        parts.append(f"SLO met {percent_1dp(f.slo_share)} of the busy time")
+    predicted = f"predicted: {percent_1dp(f.predicted_share)} of the busy time"
+    parts.append(predicted if f.predicted_share else "all measured")
     return ", ".join(parts)
 
 
@@ -77,7 +75,7 @@ def answer_line(answer: TrafficAnswer) -> str:
 def _profile_line(answer: TrafficAnswer) -> str:
     p = answer.profile
     unit = "C" if p.kind == "concurrency" else "req/s"
-    levels = ", ".join(f"{level:g}: {_pct(share)}" for level, share in p.shares)
+    levels = ", ".join(f"{level:g}: {percent_1dp(share)}" for level, share in p.shares)
     more = f", {p.samples} samples over {p.seconds:.0f} s (time-weighted)" if p.samples else ""
     return f"profile: {p.source}{more}; share of time per {unit}: {levels}"
 
@@ -117,11 +115,11 @@ def traffic_lines(answer: TrafficAnswer) -> list[str]:
             by_level.setdefault(lv.concurrency, []).append(f"{f.name} {lv.aggregate_tok_s:.1f} {how}{met}")
     shares = {lv.concurrency: lv.share for f in answer.settings for lv in f.levels}
     for c in sorted(by_level):
-        share = f" ({_pct(shares[c])})" if answer.profile.kind == "concurrency" else ""
+        share = f" ({percent_1dp(shares[c])})" if answer.profile.kind == "concurrency" else ""
         out.append(f"  C={c}{share}: " + "; ".join(by_level[c]))
     predicted = max([f.predicted_share for f in answer.settings] + [0.0])
     if answer.model is not None:
-        out.append(f"predictions: up to {_pct(predicted)} of the busy time rests on the {answer.model}")
+        out.append(f"predictions: up to {percent_1dp(predicted)} of the busy time rests on the {answer.model}")
     else:
         out.append("predictions: none; every figure is a measured cell")
     if answer.peak is not None:
