@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specfrontier.metrics.window import cell_metrics, peak_concurrency
+from specfrontier.metrics.prepared import peak_concurrency
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord, RequestSpecStats
 
 MS = 1_000_000  # ns per ms

@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from specfrontier.metrics.window import cell_metrics, token_itl, weighted_percentile
+from specfrontier.metrics.prepared import token_itl, weighted_percentile
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord
 from specfrontier.units import NS_PER_MS
 

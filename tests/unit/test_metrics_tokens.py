@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from specfrontier.metrics.window import cell_metrics, chunk_token_counts, token_itl, weighted_percentile
+from specfrontier.metrics.chunks import chunk_token_counts
+from specfrontier.metrics.prepared import token_itl, weighted_percentile
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord, RequestSpecStats
 
 MS = 1_000_000

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from specfrontier.records import RequestRecord
 
 if TYPE_CHECKING:
-    from specfrontier.metrics.window import CellMetrics, Window
+    from specfrontier.metrics.prepared import Window
 
 OverRepeats = Literal["median", "sum"]
 """How repeats combine: "median" makes an `analysis.summary.OverRepeats` (median, range, MAD, bootstrap
@@ -29,6 +29,13 @@ SECTIONS: tuple[Section, ...] = ("headline", "counts", "detail")
 
 WindowValue = float | int | None
 """A metric's value in one window: None when the window has no data for it (never 0 or NaN)."""
+
+
+class WindowValues(Protocol):
+    """One window's computed metrics, read by name (`metrics.window.CellMetrics`): named by its one method
+    here, so that a declaration does not import the module that computes the declarations."""
+
+    def value(self, name: str) -> WindowValue: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +82,7 @@ class MetricSpec:
     definition: str
     """One line, as the JSON schema's field description."""
     compute: Callable[[Window], WindowValue] | None = None
-    """Its value in one window, from that window's prepared records (`metrics.window.Window`); None: it reads
+    """Its value in one window, from that window's prepared records (`metrics.prepared.Window`); None: it reads
     another declared metric's window value (`source`)."""
     source: str = ""
     """The declared metric whose window value it combines over repeats ("": its own `compute`)."""
@@ -103,7 +110,7 @@ class MetricSpec:
         """The declared metric read per window."""
         return self.source or self.name
 
-    def window_value(self, window: CellMetrics) -> WindowValue:
+    def window_value(self, window: WindowValues) -> WindowValue:
         """This metric's value in one window (one repeat)."""
         return window.value(self.field)
 
@@ -117,4 +124,5 @@ __all__ = [
     "Section",
     "SloUse",
     "WindowValue",
+    "WindowValues",
 ]

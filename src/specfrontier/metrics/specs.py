@@ -41,7 +41,7 @@ from specfrontier.metrics.per_request import (
 )
 
 if TYPE_CHECKING:
-    from specfrontier.metrics.window import Window
+    from specfrontier.metrics.prepared import Window
 
 
 def _aggregate_tok_s(w: Window) -> float | None:

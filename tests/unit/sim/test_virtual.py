@@ -8,7 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from specfrontier.errors import ConfigError
-from specfrontier.metrics.window import cell_metrics, peak_concurrency
+from specfrontier.metrics.prepared import peak_concurrency
+from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord
 from specfrontier.sim import SimProfile, SimSetting, load_profile, simulate_cell
 

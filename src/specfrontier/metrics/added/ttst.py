@@ -24,7 +24,7 @@ from specfrontier.records import RequestRecord
 from specfrontier.units import ns_to_ms
 
 if TYPE_CHECKING:
-    from specfrontier.metrics.window import Window
+    from specfrontier.metrics.prepared import Window
 
 
 def request_ttst_ms(r: RequestRecord) -> float | None:
