@@ -32,7 +32,8 @@ Measured on the shared 2-core development machine (load average ~10 while it ran
 error within +-1 % in all 12 cells; the server had in flight 0.99 of C = 1 (lag p99 4.6 ms), 15.72 of 16
 (7.2 ms), 60.60 of 64 (19.2 ms), 62.30 of 64 (bursts-10ms, 21.0 ms), 15.51 of 16 (bursts-20ms, 25.8 ms),
 14.81 of 16 (hog, 71.1 ms) and 55.56 of 64 (hog, 174.6 ms): a shortfall of at most 1.7 x lag p99 /
-lifetime, which the evidence rule bounds (`analysis.summary.KEEP_UP_LAG_SHARE`, docs/reliability.md).
+lifetime, which the evidence rule bounds (`max_client_lag_share`, default `config.limits.DEFAULT_MAX_CLIENT_LAG_SHARE`,
+docs/reliability.md).
 """
 
 from __future__ import annotations

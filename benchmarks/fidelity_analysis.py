@@ -238,7 +238,7 @@ def server_figures(streams: Mapping[int, StreamSchedule], sids: Iterable[int]) -
 
 
 def our_figures(cell: CellMetrics) -> ToolFigures:
-    """Our figures from `specfrontier.metrics.cell_metrics` (definitions in its docstring)."""
+    """Our figures from `specfrontier.metrics.window.cell_metrics` (definitions in its docstring)."""
     return ToolFigures(
         ttft_p50_ms=cell.ttft_p50_ms,
         itl_p50_ms=cell.tpot_p50_ms,

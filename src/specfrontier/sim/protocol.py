@@ -4,7 +4,7 @@ A virtual-face cell is run the way `tune` runs it (`tune`'s config: requests per
 the cell duration, repeats, prompt and output lengths, sampling) with a per-cell seed derived from the
 setting's name, the concurrency and the repeat. `calibrate` predicts a published figure by running the
 very same cells and summarising them as the report does: the median over repeats of the steady-state
-aggregate tok/s and of the per-request p50 (`metrics.cell_metrics` with the concurrency). So the table
+aggregate tok/s and of the per-request p50 (`metrics.window.cell_metrics` with the concurrency). So the table
 `calibrate` prints is the run `tune --engine sim` then stores, cell for cell. Model predictions, not
 measurements.
 """

@@ -8,7 +8,7 @@ phase then starts with all C workers sending at once. Its window therefore holds
 window holds: the ramp (a burst of prefills), queueing when C exceeds the capacity, the prefill of
 every new request stalling the batch, slots left idle by a client turnaround when no request is
 queued, and the drain at the end, when fewer than C requests are left. The records carry
-virtual nanoseconds, so `specfrontier.metrics.cell_metrics` computes the figures.
+virtual nanoseconds, so `specfrontier.metrics.window.cell_metrics` computes the figures.
 """
 
 from __future__ import annotations

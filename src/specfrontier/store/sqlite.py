@@ -159,7 +159,7 @@ class CellRow:
     request_rate: float | None = None
     """Open loop: the target rate (req/s); `concurrency` is then the in-flight cap (0: none)."""
     load: dict[str, Any] | None = None
-    """Open loop: how the schedule was kept (see `specfrontier.runs.sweep.open_loop_facts`)."""
+    """Open loop: how the schedule was kept (see `specfrontier.load.open_loop.schedule_facts`)."""
     client_health: dict[str, Any] | None = None
     """The client's lag, CPU and saturation over the window (`ClientHealth.to_json`); None: not measured."""
     stored_digest: CellDigest | None = None

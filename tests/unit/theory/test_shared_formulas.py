@@ -24,7 +24,7 @@ from specfrontier.theory.throughput import (
 
 
 def test_the_cycle_time_is_its_columns_weighed_by_the_costs() -> None:
-    """theory.cycle_time_ms and the fitted model's design row use the same columns: a row weighed with the
+    """theory.cycle.cycle_time_ms and the fitted model's design row use the same columns: a row weighed with the
     profile's costs is the simulator's cycle time."""
     costs = load_profile("seed-qwen3.5-122b-a10b").cycle.model_copy(update={"expert_ms": 0.0, "compute_token_ms": 0.0})
     params = SettingParams(steps=3, topk=2, draft_tokens=6, family="eagle3")
