@@ -20,6 +20,7 @@ it, while the rest of `workloads/` sits above `config/`: `workloads/__init__` im
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import sys
 from pathlib import Path
@@ -231,6 +232,50 @@ def test_no_cycle_inside_a_package_even_through_type_hints() -> None:
     }
     assert "specfrontier.metrics.prepared" in graph["specfrontier.metrics.declare"]  # type hints are read
     assert (cycle := _a_cycle(graph)) is None, " -> ".join(cycle)
+
+
+NAMED_LINK = re.compile(r"specfrontier(\.[a-z_][a-z0-9_]*)+(:[A-Za-z_]\w*)?")
+"""A string that names a module of the tool (`"specfrontier.sim.serve"`), maybe with one of its functions
+(`"specfrontier.runs.virtual_sweep:runner"`): a link made by name, which no import statement shows."""
+
+
+def named_links(src: Path = SRC) -> list[tuple[str, str]]:
+    """(module, string) for every string constant of the source that names one of its modules, `:function`
+    or not (names that are no module, such as the file name `"specfrontier.db"`, are not links)."""
+    modules = _modules(src)
+    found = []
+    for name, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAMED_LINK.fullmatch(node.value):
+                target = node.value.partition(":")[0]
+                if ".".join(target.split(".")[:2]) in modules:
+                    found.append((name, node.value))
+    return found
+
+
+def test_links_by_name_resolve_and_point_down_or_are_documented() -> None:
+    """A module named in a string (a registered runner, a module launched with `python -m`) is a dependency
+    no import shows: each must resolve, and each that points up the rows or sideways must be one the
+    architecture doc lists and justifies ("No import cycle"); the doc lists no link the source lacks."""
+    rows = doc_rows(DOC.read_text())
+    section = DOC.read_text().split("### No import cycle", 1)[1].split("\n#", 1)[0]
+    documented = set(re.findall(r"`(specfrontier[\w.:]+)`", section))
+    links = named_links()
+    assert ("specfrontier.engines.sim", "specfrontier.runs.virtual_sweep:runner") in links  # the reader sees them
+    modules = _modules()
+    unresolved, undocumented = [], []
+    for importer, link in links:
+        module, _, function = link.partition(":")
+        if module not in modules or (function and not hasattr(importlib.import_module(module), function)):
+            unresolved.append(f"{importer}: {link!r}")
+            continue
+        own, other = row_of(importer, rows), row_of(module, rows)
+        upward = own is not None and other is not None and other[1] != own[1] and other[0] <= own[0]
+        if upward and link not in documented:
+            undocumented.append(f"{importer} -> {link!r} (points up or sideways: {own} -> {other})")
+    assert unresolved == []
+    assert undocumented == []
+    assert documented <= {link for _, link in links}
 
 
 def _engine_specific() -> re.Pattern[str]:
