@@ -480,6 +480,7 @@ register(
         default_settings=default_settings,
         default_config=default_config,
         default=True,
+        priority=50,  # last of the built-in ones: `/props` with `total_slots` is llama-server's alone
     ),
     LLAMACPP_NAMES,
 )

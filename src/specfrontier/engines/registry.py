@@ -4,9 +4,12 @@ An engine module registers itself when `specfrontier.engines` is imported (`engi
 the built-in ones). Everything engine-specific is reached through here: `parse_config` picks the config
 class by `engine.name`, the sweep builds the adapter and the runner from the spec, `bench --url` asks
 every adapter whether it recognises the server, and stored or imported parameters are read with the
-merged parameter names (`vocabulary`). Nothing outside an engine's own code (its module here and, for
-the simulator, the `sim/` package) asks by engine name or type, except the schedule file formats
-(`schedules/`, which write SGLang's and vLLM's formats; docs/architecture.md lists them).
+merged parameter names (`vocabulary`). Where the engines' order matters (which adapter `bench --url`
+asks first, whose stats form a chunk is read in first, whose parameter names merge first), it is the
+order each `EngineSpec` declares (`priority`), never the order the modules happen to be imported in.
+Nothing outside an engine's own code (its module here and, for the simulator, the `sim/` package) asks
+by engine name or type, except the schedule file formats (`schedules/`, which write SGLang's and vLLM's
+formats; docs/architecture.md lists them).
 
 Some engines are known only by their parameter names so far (tables imported from vLLM measurements,
 the vLLM schedule format): `register_names` records those without an adapter.
@@ -49,6 +52,12 @@ class EngineSpec:
     followed by the same grid under production sampling); None or a None result: no second run."""
     detectable: bool = True
     """Whether `bench --url` asks this adapter to recognise a running server."""
+    priority: int = 100
+    """Where the engine stands in the registry's order, lowest first (equal ones by name): `bench --url`
+    asks the adapters to recognise a server in this order and takes the first that does, a streamed
+    chunk's speculative stats are read in the first engine's form that finds them, and the engines'
+    parameter names merge in it (`vocabulary`). Declared here, so that the order of the imports in
+    `engines/__init__.py` decides nothing; an engine that declares none comes after the built-in ones."""
     default: bool = False
     """The engine of a config that names none, and of `tune` without a config (the embedded default)."""
 
@@ -59,7 +68,8 @@ _SCHEDULES: dict[str, ScheduleFormat] = {}
 
 
 def register(spec: EngineSpec, names: ParamNames | None = None) -> EngineSpec:
-    """Register an engine (and, if given, how its settings spell the model's parameters)."""
+    """Register an engine (and, if given, how its settings spell the model's parameters); its place in
+    the order is its declared `priority`, not when it registers."""
     if spec.name in _ENGINES:
         raise ValueError(f"engine {spec.name!r} is registered twice")
     _ENGINES[spec.name] = spec
@@ -95,8 +105,8 @@ def engine_names() -> tuple[str, ...]:
 
 
 def specs() -> tuple[EngineSpec, ...]:
-    """Every registered engine, in registration order (`bench --url` asks them in this order)."""
-    return tuple(_ENGINES.values())
+    """Every registered engine, by declared `priority` then name (`bench --url` asks them in this order)."""
+    return tuple(sorted(_ENGINES.values(), key=lambda s: (s.priority, s.name)))
 
 
 def spec(name: str, *, where: str = "engine.name") -> EngineSpec:
@@ -110,7 +120,7 @@ def spec(name: str, *, where: str = "engine.name") -> EngineSpec:
 def engines_with_option(option: str) -> list[str]:
     """Engines whose options have a field called `option` (for the error of a flag such as `--profile`)."""
     found = []
-    for s in _ENGINES.values():
+    for s in specs():
         options = s.config.model_fields["engine"].annotation
         if isinstance(options, type) and option in getattr(options, "model_fields", {}):
             found.append(s.name)
@@ -119,7 +129,7 @@ def engines_with_option(option: str) -> list[str]:
 
 def default_spec() -> EngineSpec:
     """The engine marked `default` (the embedded CPU engine)."""
-    return next(s for s in _ENGINES.values() if s.default)
+    return next(s for s in specs() if s.default)
 
 
 def spec_of(config: TuneBase) -> EngineSpec:
@@ -143,7 +153,7 @@ NO_SPECULATION = ("none", "off", "no-spec", "")
 
 @dataclass(frozen=True, slots=True)
 class Vocabulary:
-    """Every registered engine's parameter names merged, in registration order, then the neutral ones."""
+    """Every registered engine's parameter names merged, in the engines' order (`specs`), then the neutral ones."""
 
     depth: tuple[str, ...]
     family: tuple[str, ...]
@@ -178,8 +188,10 @@ class Vocabulary:
 
 
 def vocabulary() -> Vocabulary:
-    """The merged parameter names of every registered engine, then the neutral ones."""
-    parts = [*_NAMES.values(), NEUTRAL]
+    """The merged parameter names of every registered engine in the engines' order (`specs`; engines known
+    by their names only after them, by name), then the neutral ones."""
+    ordered = [s.name for s in specs() if s.name in _NAMES]
+    parts = [*(_NAMES[n] for n in ordered), *(_NAMES[n] for n in sorted(set(_NAMES) - set(ordered))), NEUTRAL]
 
     def merged(attr: str) -> tuple[str, ...]:
         seen: dict[str, None] = {}

@@ -661,6 +661,9 @@ register(
         setting=SGLangSetting,
         adapter=SGLangAdapter,
         default_settings=default_settings,
+        # first: its `/server_info` keys are SGLang's own (`SERVER_INFO_KEYS`), so asking takes no other
+        # server for it and changes nothing on the server; its parameter names merge first
+        priority=10,
     ),
     SGLANG_NAMES,
 )

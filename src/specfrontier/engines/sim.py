@@ -145,6 +145,7 @@ register(
         runner="specfrontier.runs.virtual_sweep:runner",
         companion=production_companion,
         detectable=False,  # its face answers like SGLang; `bench --url` calls it that
+        priority=20,  # right after SGLang, whose interface and settings it has
     )
 )
 

@@ -903,6 +903,9 @@ register(
         setting=TrtllmSetting,
         adapter=TrtllmAdapter,
         default_settings=default_settings,
+        # after the engines whose detection only reads: asking drains the server's iteration stats, and
+        # only a server listing `owned_by: "tensorrt_llm"` models is asked that far
+        priority=40,
     ),
     TRTLLM_NAMES,
 )

@@ -827,6 +827,9 @@ register(
         setting=VllmSetting,
         adapter=VllmAdapter,
         default_settings=default_settings,
+        # after SGLang (a vLLM in dev mode answers `/server_info` too: SGLang's keys tell them apart), before
+        # TensorRT-LLM, whose detection drains the server's iteration stats
+        priority=30,
     ),
     VLLM_NAMES,
 )
