@@ -545,7 +545,7 @@ def _summarise(group: list[tuple[CellRow, CellDigest, CellMetrics]], slos: Seque
     first = group[0][0]
     metrics = [m for _, _, m in group]
     # Every declared metric, by name: typed Any because each is an OverRepeats or an int field of CellSummary
-    # (tests/unit/test_metric_specs.py checks the declaration against the fields).
+    # (tests/unit/metrics/test_specs.py checks the declaration against the fields).
     declared: dict[str, Any] = {spec.name: _over_repeats(spec, metrics) for spec in CELL_METRICS}
     more = {spec.name: declared.pop(spec.name) for spec in ADDED_METRICS if spec.over_repeats is not None}
     counters = [row.counters for row, _, _ in group if row.counters is not None]

@@ -8,18 +8,20 @@ list, the digest's version). Here each metric is one `MetricSpec` (`metrics.decl
 repeats, the reports lay out their fields, columns and notes from them, `metrics.slo` accepts the keys
 they allow and `analysis.compare` compares the ones they name. docs/metrics.md has the long definitions.
 
-A new metric is one file in `metrics/added/` that sets `METRIC = MetricSpec(...)`: it is collected here
-(after the core ones, by file name), so no list needs an edit.
+A new metric is one file in `metrics/added/` that sets `METRIC = MetricSpec(...)` (or `METRICS = (...)`
+for metrics shown together), and its test: it is collected here (after the core ones, by file name), so
+no list needs an edit, in the source or in the tests (they pin the core metrics only).
 
 The order of `CELL_METRICS` is the order of the JSON report's cell fields and the CSV columns within each
 `section`; views with an order of their own (the JSON `spread` object, the latency table) say it with a
-position. Changing an existing entry changes a public shape: tests pin the field and column lists.
+position. Changing a core entry changes a public shape: tests pin the core fields and columns.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -452,18 +454,26 @@ _CORE_CELL: tuple[MetricSpec, ...] = (
 )
 
 
-def _added_metrics() -> tuple[MetricSpec, ...]:
-    """The `METRIC` of every module in `metrics/added/`, by file name: a metric declared in a file of its own."""
-    found = []
-    for info in sorted(pkgutil.iter_modules(added.__path__), key=lambda module: module.name):
-        metric = getattr(importlib.import_module(f"{added.__name__}.{info.name}"), "METRIC", None)
-        if not isinstance(metric, MetricSpec):
-            raise TypeError(f"metrics/added/{info.name}.py: sets no METRIC = MetricSpec(...); fix: declare one")
-        found.append(metric)
+def declared_in(package: ModuleType) -> tuple[MetricSpec, ...]:
+    """The metrics every module of `package` declares, by file name: its `METRIC`, or its `METRICS` when
+    one file declares metrics that belong together (a latency column's p50 and the p99 it shows beside it)."""
+    found: list[MetricSpec] = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda module: module.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        where = f"{package.__name__.replace('.', '/')}/{info.name}.py"
+        one, several = getattr(module, "METRIC", None), getattr(module, "METRICS", None)
+        if one is not None and several is not None:
+            raise TypeError(f"{where}: sets both METRIC and METRICS; fix: keep one")
+        declared = (one,) if several is None else several
+        if not isinstance(declared, tuple) or not declared or not all(isinstance(m, MetricSpec) for m in declared):
+            raise TypeError(
+                f"{where}: sets no METRIC = MetricSpec(...) nor METRICS = (MetricSpec(...), ...); fix: declare one"
+            )
+        found.extend(declared)
     return tuple(found)
 
 
-ADDED_METRICS: tuple[MetricSpec, ...] = _added_metrics()
+ADDED_METRICS: tuple[MetricSpec, ...] = declared_in(added)
 """Metrics declared in files of their own (`metrics/added/`): in `CellMetrics.more` and `CellSummary.more`."""
 
 METRICS: tuple[MetricSpec, ...] = (*_WINDOW_ONLY, *_CORE_CELL, *ADDED_METRICS)
@@ -550,6 +560,7 @@ __all__ = [
     "CELL_METRICS",
     "METRICS",
     "compared",
+    "declared_in",
     "html_latency_columns",
     "in_section",
     "latency_columns",

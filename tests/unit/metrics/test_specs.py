@@ -1,30 +1,49 @@
-"""The per-cell metric declaration (`metrics.specs`) against the places that still spell metrics out, and the
-public shapes it lays out (JSON cell fields, CSV range columns, table headers), pinned."""
+"""The metric declarations (`metrics.specs`): every declared metric computes, combines over repeats and
+shows where declared; SLO keys, comparisons and the stored digests follow from them; a declaration that
+cannot work is refused; and the public shapes the core metrics lay out (JSON cell fields, CSV range
+columns, table headers) are pinned.
+
+Only the core metrics (declared in `metrics/specs.py`) are pinned by name here. A metric declared in a file
+of its own (`metrics/added/`) is placed by these tests themselves and checked by its own test
+(tests/unit/metrics/added/), so adding one edits nothing here.
+"""
 
 from __future__ import annotations
 
-import ast
 import dataclasses
+import importlib
+import json
+import re
+import zlib
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-import specfrontier.report
+import specfrontier.metrics.digest as digest_module
+from metric_rules import C, assert_metric_works, sample_window
+from specfrontier.analysis.compare import COMPARED
 from specfrontier.analysis.summary import CellSummary, OverRepeats
+from specfrontier.errors import ConfigError
 from specfrontier.metrics.declare import SECTIONS, LatencyColumn, MetricSpec, SloUse
+from specfrontier.metrics.digest import digest_requests, pack_digest, unpack_digest
+from specfrontier.metrics.slo import parse_slo
 from specfrontier.metrics.specs import (
     ADDED_METRICS,
     CELL_METRICS,
+    METRICS,
     _check,
+    declared_in,
     html_latency_columns,
     in_section,
     latency_columns,
+    slo_uses,
     spread_metrics,
 )
+from specfrontier.metrics.window import CellMetrics
 from specfrontier.report.csv_export import _SPREAD
 from specfrontier.report.json_export import CellExport
-from specfrontier.units import NS_PER_MS, NS_PER_S, ns_to_ms, ns_to_s, s_to_ns
 
 JSON_CELL_FIELDS = [
     "setting",
@@ -102,12 +121,16 @@ def test_cell_summary_spells_out_exactly_the_declared_metrics() -> None:
     assert {m.name for m in core if m.over_repeats == "sum"} <= _summary_fields("int")
 
 
+CORE = frozenset(m.name for m in METRICS if m not in ADDED_METRICS)
+"""The metrics `metrics/specs.py` declares: the only ones pinned by name below."""
+
+
 def test_json_cell_fields_keep_their_names_order_and_descriptions() -> None:
     assert list(CellExport.model_fields) == _with_added(JSON_CELL_FIELDS)
     for section in SECTIONS:
         for m in in_section(section):
             assert CellExport.model_fields[m.name].description == m.definition
-    assert [m.name for m in spread_metrics()] == [
+    assert [m.name for m in spread_metrics() if m.name in CORE] == [
         "per_request_tok_s_p50",
         "aggregate_tok_s",
         "ttft_p50_ms",
@@ -118,8 +141,14 @@ def test_json_cell_fields_keep_their_names_order_and_descriptions() -> None:
 
 
 def test_csv_range_columns_and_table_headers_come_from_the_declaration() -> None:
-    assert _SPREAD == ("per_request_tok_s_p50", "aggregate_tok_s", "ttft_p50_ms", "tpot_p50_ms")
-    assert [column.header for _, column in latency_columns()] == [
+    """The core metrics' columns, in their order; an added metric's column goes where it declares."""
+    assert [name for name in _SPREAD if name in CORE] == [
+        "per_request_tok_s_p50",
+        "aggregate_tok_s",
+        "ttft_p50_ms",
+        "tpot_p50_ms",
+    ]
+    assert [column.header for name, column in latency_columns() if name in CORE] == [
         "TTFT ms p50/p99",
         "TPOT ms p50/p99",
         "ITL ms p50/p99",
@@ -129,8 +158,8 @@ def test_csv_range_columns_and_table_headers_come_from_the_declaration() -> None
         "out/E2E tok/s p50",
     ]
     html_headers = ["TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90"]
-    assert [header for _, header in html_latency_columns()] == html_headers
-    assert [m.grid.title for m in CELL_METRICS if m.grid] == [
+    assert [header for name, header in html_latency_columns() if name in CORE] == html_headers
+    assert [m.grid.title for m in CELL_METRICS if m.grid and m.name in CORE] == [
         "Per-request tok/s (p50 over requests)",
         "Aggregate tok/s",
         "TTFT p50 (ms)",
@@ -178,38 +207,107 @@ def test_figure_by_name_refuses_a_count() -> None:
         cell.figure("requests")
 
 
-def test_units_divide_as_the_float_constants_did() -> None:
-    for ns in (0, 1, 999_999, 1_234_567_891, 86_400 * NS_PER_S + 7):
-        assert ns_to_ms(ns) == ns / 1e6
-        assert ns_to_s(ns) == ns / 1e9
-    assert (NS_PER_MS, NS_PER_S, s_to_ns(0.005)) == (1_000_000, 1_000_000_000, 5_000_000)
+@pytest.mark.parametrize("spec", METRICS, ids=lambda m: m.name)
+def test_every_declared_metric_computes_combines_and_shows(spec: MetricSpec, tmp_path: Path) -> None:
+    assert_metric_works(spec, tmp_path)
 
 
-def _report_imports() -> dict[str, set[str]]:
-    """Each `specfrontier.report` module's imports of other report modules, function-level ones included."""
-    package = Path(specfrontier.report.__file__).parent
-    graph: dict[str, set[str]] = {}
-    for path in package.glob("*.py"):
-        deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specfrontier.report."):
-                deps.add((node.module or "").rsplit(".", 1)[1])
-        graph[path.stem] = deps - {path.stem}
-    return graph
+def test_slo_keys_are_exactly_the_declared_ones() -> None:
+    allowed = list(slo_uses())
+    assert allowed[:3] == ["ttft", "tpot", "e2e"]
+    percentile_metrics = {m.name.removesuffix("_p50_ms") for m in CELL_METRICS if m.name.endswith("_p50_ms")}
+    assert set(allowed) <= percentile_metrics
+    for name in sorted(percentile_metrics):
+        key = f"{name}_p90_ms"
+        if name in allowed:
+            assert parse_slo(f"{key}=5")[0].key == key
+            continue
+        with pytest.raises(ConfigError) as info:
+            parse_slo(f"{key}=5")
+        message = str(info.value)
+        assert "\n" not in message and f"key = {key!r}" in message and "fix:" in message
+        words = re.search(r"with metric (.*);", message)
+        assert words is not None and re.split(r", | or ", words.group(1)) == allowed
 
 
-def test_report_modules_import_no_cycle() -> None:
-    graph = _report_imports()
-    assert "metric_tables" not in graph["table_model"] and "tables" not in graph["metric_tables"]
-    done: set[str] = set()
+def test_comparisons_are_the_declared_ones() -> None:
+    assert {m.compare: m.name for m in CELL_METRICS if m.compare} == COMPARED
+    assert set(COMPARED) >= {"aggregate tok/s", "per-request tok/s p50", "TTFT p50 ms", "TPOT p50 ms"}
 
-    def visit(module: str, path: tuple[str, ...]) -> None:
-        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
-        if module in done:
-            return
-        for dep in sorted(graph.get(module, ())):
-            visit(dep, (*path, module))
-        done.add(module)
 
-    for module in sorted(graph):
-        visit(module, ())
+def _stored(packed: bytes) -> dict[str, object]:
+    data: dict[str, object] = json.loads(zlib.decompress(packed))
+    return data
+
+
+def _packed(data: dict[str, object]) -> bytes:
+    return zlib.compress(json.dumps(data).encode())
+
+
+def test_a_digest_is_reused_only_under_the_same_declarations(monkeypatch: pytest.MonkeyPatch) -> None:
+    digest = digest_requests(sample_window(), C)
+    packed = pack_digest(digest)
+    assert unpack_digest(packed) == digest
+    # written before metrics could be declared in files of their own: no `more`, still valid without them
+    old = _stored(packed)
+    metrics = old["metrics"]
+    assert isinstance(metrics, dict)
+    more = metrics.pop("more")
+    if not more:
+        assert unpack_digest(_packed(old)) == digest
+    # a metric declared since the digest was stored: recomputed
+    monkeypatch.setattr(digest_module, "_ADDED", {*more, "new_metric_p50_ms"})
+    assert unpack_digest(packed) is None
+    monkeypatch.undo()
+    # a metric's definition revised since: recomputed; stored under the new revision: reused
+    monkeypatch.setattr(digest_module, "metric_revisions", lambda: {"ttft_p50_ms": 2})
+    assert unpack_digest(packed) is None
+    assert unpack_digest(pack_digest(digest)) == digest
+
+
+def test_every_cell_metrics_value_is_a_declared_metric() -> None:
+    metrics = digest_requests(sample_window(), C).metrics
+    computed = {m.name for m in METRICS if m.compute is not None}
+    spelled = {f.name for f in dataclasses.fields(CellMetrics)} - {"more"}
+    assert spelled | set(metrics.more) == computed
+    assert all(metrics.value(m.field) == m.window_value(metrics) for m in METRICS)
+
+
+def _package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, files: dict[str, str]) -> ModuleType:
+    """A package of declaration files, under a name no other test imports (modules stay cached)."""
+    name = f"{name}_{tmp_path.name}"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    for file, text in files.items():
+        (tmp_path / name / file).write_text("from specfrontier.metrics.declare import MetricSpec\n" + text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    return importlib.import_module(name)
+
+
+ONE = 'METRIC = MetricSpec("{0}", "ms", "d", lambda w: 1.0)\n'
+
+
+def test_every_declaration_file_is_found_with_one_metric_or_several(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are read by name; `METRICS` declares several at once (a p50 and the p99 shown beside it)."""
+    several = "METRICS = (" + ONE.format("b_p50_ms")[9:-1] + ", " + ONE.format("b_p99_ms")[9:-1] + ")\n"
+    package = _package(tmp_path, monkeypatch, "declared_ok", {"b.py": several, "a.py": ONE.format("a_ms")})
+    assert [m.name for m in declared_in(package)] == ["a_ms", "b_p50_ms", "b_p99_ms"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("X = 1\n", r"declared_bad_\w+/x\.py: sets no METRIC = MetricSpec\(\.\.\.\) nor METRICS"),
+        ("METRICS = ()\n", "sets no METRIC"),
+        (ONE.format("a") + "METRICS = (METRIC,)\n", "sets both METRIC and METRICS; fix: keep one"),
+    ],
+)
+def test_a_declaration_file_without_a_metric_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, message: str
+) -> None:
+    package = _package(tmp_path, monkeypatch, "declared_bad", {"x.py": text})
+    with pytest.raises(TypeError, match=message):
+        declared_in(package)

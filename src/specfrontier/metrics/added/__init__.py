@@ -1,5 +1,6 @@
-"""Metrics declared in a file of their own: each module sets `METRIC = MetricSpec(...)` (`metrics.declare`).
+"""Metrics declared in files of their own: each module sets `METRIC = MetricSpec(...)`, or `METRICS = (...)`
+for metrics shown together (`metrics.declare`), and its docstring is the metric's full definition.
 
 `metrics.specs` collects every module here, by file name, after the core declarations: adding a metric is
-one file here, its test, and its line in docs/metrics.md (docs/metrics.md, "Adding a metric").
+one file here and its test, tests/unit/metrics/added/test_<file>.py (docs/metrics.md, "Adding a metric").
 """
