@@ -2,7 +2,8 @@
 
 Why: a metric is one declaration (`specfrontier.metrics.specs`); its test should need no more than a
 call to `assert_metric_works(spec)` to show that it computes in a window, combines over repeats as
-declared, appears in the JSON and CSV reports where its `section` says, and takes SLOs when declared so.
+declared, appears in the JSON and CSV reports where its `section` says and in the latency table when it
+declares a column, and takes SLOs when declared so.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import RequestRecord, RequestSpecStats
 from specfrontier.report.csv_export import report_csv
 from specfrontier.report.json_export import report_json
+from specfrontier.report.metric_tables import latency_table
 from specfrontier.store import Store
 
 MS = 1_000_000
@@ -86,6 +88,11 @@ def assert_metric_works(spec: MetricSpec, tmp_path: Path) -> None:
     assert (spec.name in header) == (spec.section is not None)
     if spec.section is not None:
         assert exported[spec.name] == shown
+    if spec.latency is not None:
+        table = latency_table(data)
+        (row,) = table.rows
+        assert dict(zip(table.headers, row, strict=True))[spec.latency.header] != "-", f"{spec.name}: not shown"
+        assert not spec.latency.note or spec.latency.note in table.notes[0]
     if spec.slo is not None:
         (slo,) = parse_slo(f"{spec.slo.key}_p90_ms=100000")
         goodput = window_goodput([r for r in sample_window() if r.ok], [slo])
