@@ -20,7 +20,11 @@ from specfrontier.records import RequestRecord
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+REPO = Path(__file__).resolve().parents[1]
+"""The repository's root: tests name files by it, so that a test file may move between folders."""
+BENCHMARKS = REPO / "benchmarks"
+DATA = REPO / "tests" / "data"
+"""Recorded answers and stores that tests read (tests/data)."""
 
 
 def load_benchmark(name: str) -> ModuleType:

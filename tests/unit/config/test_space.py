@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from builders import run_cli
+from builders import REPO, run_cli
 from specfrontier.config.load import parse_config
 from specfrontier.config.space import expand_space, setting_name
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.vllm import VllmSetting
 from specfrontier.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
 SGLANG = {"name": "sglang", "model_path": "target", "draft_model_path": "head"}
 BENCH_SPECULATIVE = {
     "algorithm": "EAGLE3",
@@ -105,7 +104,7 @@ def test_tune_dry_run_lists_the_space_and_launches_nothing(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(
-        monkeypatch, capsys, "tune", "--config", str(ROOT / "examples/sglang-tree-space.yaml"), "--dry-run"
+        monkeypatch, capsys, "tune", "--config", str(REPO / "examples/sglang-tree-space.yaml"), "--dry-run"
     )
     assert code == 0, err
     assert "pruned 30 of 144 combinations" in err and "config valid: engine sglang, 85 setting(s)" in out

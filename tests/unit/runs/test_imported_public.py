@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from builders import run_cli
+from builders import BENCHMARKS, run_cli
 from specfrontier.store import Store
 
-PUBLIC = Path(__file__).resolve().parents[2] / "benchmarks" / "public"
+PUBLIC = BENCHMARKS / "public"
 TABLES = sorted(p for p in PUBLIC.iterdir() if p.suffix in (".csv", ".json"))
 
 

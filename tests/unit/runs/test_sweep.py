@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from builders import tagged_processes
+from builders import DATA, tagged_processes
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
 from specfrontier.metrics.counters import PER_REQUEST_EXACT_SOURCE
@@ -168,7 +168,7 @@ async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_t
     from specfrontier.report import print_report
     from specfrontier.store import ENGINE_WARNINGS_KEY
 
-    recorded = (Path(__file__).parents[1] / "data" / "vllm_server_log.txt").read_text(encoding="utf-8")
+    recorded = (DATA / "vllm_server_log.txt").read_text(encoding="utf-8")
     seen: list[str] = []
 
     def warnings_in(log: str) -> tuple[str, ...]:  # the face's log has none: read vLLM's recorded one with it
