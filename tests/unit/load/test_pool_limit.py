@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import chat_app, one_token_reply, serving
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.load.open_loop import run_open_loop
@@ -46,27 +45,17 @@ class HoldingServer:
         # A capped client never reaches the target: release after a deadline so the test fails fast.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.all_open.wait(), timeout=30.0)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
-        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
         self.open_now -= 1
-        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
+        return await one_token_reply(request)
 
 
 @pytest.fixture
 async def holding() -> AsyncIterator[HoldingServer]:
     state = HoldingServer(target=STREAMS)
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", state.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    state.url = str(server.make_url("/"))
-    yield state
-    state.all_open.set()
-    await server.close()
+    async with serving(chat_app(state.handle)) as url:
+        state.url = url
+        yield state
+        state.all_open.set()
 
 
 async def test_more_than_100_streams_are_all_in_flight_at_once(holding: HoldingServer) -> None:

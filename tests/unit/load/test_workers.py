@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -12,8 +11,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import chat_app, one_token_reply, serving
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.open_loop import OpenLoopSchedule
 from specfrontier.load.workers import (
@@ -57,28 +56,18 @@ class CountingServer:
                 await asyncio.wait_for(self.gate.wait(), timeout=10.0)
         else:
             await asyncio.sleep(self.hold_s)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
-        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
         self.open_now -= 1
         self.served += 1
-        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
+        return await one_token_reply(request)
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[CountingServer]:
     state = CountingServer()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", state.handle)
-    test_server = TestServer(app, host="127.0.0.1", port=0)
-    await test_server.start_server()
-    state.url = str(test_server.make_url("/"))
-    yield state
-    state.gate.set()
-    await test_server.close()
+    async with serving(chat_app(state.handle)) as url:
+        state.url = url
+        yield state
+        state.gate.set()
 
 
 async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_order(server: CountingServer) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import chmod_binds, record_ms
+from builders import StoredRun, chmod_binds, record_ms
 from specfrontier.errors import StoreError
 from specfrontier.store import Store
 from specfrontier.store.connect import Access, connect, read_only_access, side_files, uri
@@ -25,12 +25,10 @@ CHMOD_BINDS = chmod_binds()
 
 def _filled(path: Path, *, cells: int = 6, requests: int = 8) -> tuple[Store, str]:
     """An open store with one run of `cells` cells; long texts make the file span many pages."""
-    store = Store(path)
-    run_id = store.create_run(engine="llamacpp", config={"repeats": cells}, environment={})
-    store.add_setting(run_id, setting_id="b", position=0, name="b", params={}, speculative=False)
+    run = StoredRun(path, config={"repeats": cells}).setting("b")
     for repeat in range(cells):
-        _cell(store, run_id, repeat, requests)
-    return store, run_id
+        _cell(run.store, run.run_id, repeat, requests)
+    return run.store, run.run_id
 
 
 def _text(repeat: int, i: int) -> str:
@@ -40,16 +38,7 @@ def _text(repeat: int, i: int) -> str:
 
 def _cell(store: Store, run_id: str, repeat: int, requests: int = 8) -> int:
     records = [replace(record_ms(0, 10, 100 + i, 30), output_text=_text(repeat, i)) for i in range(requests)]
-    return store.record_cell(
-        run_id,
-        setting_id="b",
-        workload="w",
-        concurrency=1,
-        repeat=repeat,
-        requests=records,
-        counters=None,
-        acceptance_source=None,
-    )
+    return StoredRun.of(store, run_id).cell("b", 1, records, repeat=repeat)
 
 
 def _closed(path: Path, **kwargs: int) -> str:
@@ -58,6 +47,16 @@ def _closed(path: Path, **kwargs: int) -> str:
     store.close()
     assert not side_files(path)[0].exists()
     return run_id
+
+
+def _reads_immutably(path: Path, run_id: str, *, cells: int) -> None:
+    """Opened read-only, the store at `path` is read through the immutable fallback, all its `cells` cells, and
+    its folder holds nothing else afterwards (no -wal, no -shm)."""
+    store = Store(path, read_only=True)
+    assert store.access is Access.immutable
+    assert len(store.cells(run_id)) == cells
+    store.close()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["runs.db"]
 
 
 def _snapshot(path: Path) -> tuple[bytes, int]:
@@ -318,11 +317,7 @@ def test_the_immutable_fallback_reads_the_store_and_creates_no_side_file(
     run_id = _closed(path, cells=3)
     before = _snapshot(path)
     monkeypatch.setattr("specfrontier.store.sqlite.side_files_creatable", lambda _path: False)
-    store = Store(path, read_only=True)
-    assert store.access is Access.immutable
-    assert len(store.cells(run_id)) == 3
-    store.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+    _reads_immutably(path, run_id, cells=3)
     assert _snapshot(path) == before
     db = connect(path, Access.immutable)  # the URI really is immutable: no side file even for a raw reader
     assert db.execute("SELECT COUNT(*) FROM cell").fetchone()[0] == 3
@@ -348,9 +343,5 @@ def test_a_read_only_folder_is_read_through_the_fallback(tmp_path: Path, writabl
     path.chmod(0o444)
     folder.chmod(0o555)
     before = _snapshot(path)
-    store = Store(path, read_only=True)
-    assert store.access is Access.immutable
-    assert len(store.cells(run_id)) == 2
-    store.close()
-    assert sorted(p.name for p in folder.iterdir()) == ["runs.db"]
+    _reads_immutably(path, run_id, cells=2)
     assert _snapshot(path) == before
