@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import os
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,22 @@ from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
+CORE_CELL_KEYS = frozenset(
+    {
+        "setting",
+        "concurrency",
+        "repeats",
+        "per_request_tok_s_p50",
+        "aggregate_tok_s",
+        "ttft_p50_ms",
+        "tpot_p50_ms",
+        "acceptance_rate",
+        "acceptance_length",
+        "capacity",
+        "errors",
+    }
+)
+"""Fields every cell of `report --format json` carries, whatever metrics are declared besides them."""
 REPO = Path(__file__).resolve().parents[1]
 """The repository's root: tests name files by it, so that a test file may move between folders."""
 BENCHMARKS = REPO / "benchmarks"
@@ -68,11 +85,13 @@ def cli_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
 
 
-def cli_process(*args: str, cwd: Path, timeout: float = 120.0, **run: Any) -> subprocess.CompletedProcess[str]:
-    """Run `specfrontier ARGS` as a real process, as a shell sees it: exit code, stdout, stderr
-    (`run`: more of `subprocess.run`)."""
+def cli_process(
+    *args: str, cwd: Path, timeout: float = 120.0, argv: list[str] = CLI, **run: Any
+) -> subprocess.CompletedProcess[str]:
+    """Run `specfrontier ARGS` as a real process, as a shell sees it: exit code, stdout, stderr (`argv`: the
+    command that is `specfrontier`; `run`: more of `subprocess.run`)."""
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout, check=False, **run
+        [*argv, *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout, check=False, **run
     )
 
 
@@ -392,6 +411,50 @@ def trtllm_face_engine() -> dict[str, Any]:
         "startup_timeout_s": 30,
         "extra_args": ["--sim_time_scale", "20"],
     }
+
+
+@dataclass
+class CountingServer:
+    """A chat server (`counting_server` serves one) that answers every request after `hold_s`, or, with
+    `gate_at`, holds requests until that many were in flight at once (`gate_timeout_s` at most), so a
+    slow-starting worker on a busy machine cannot hide the peak; it counts the peak and the answers."""
+
+    hold_s: float = 0.2
+    gate_at: int | None = None
+    url: str = ""
+    open_now: int = 0
+    peak: int = 0
+    served: int = 0
+    gate_timeout_s: float = 10.0
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handle(self, request: Any) -> Any:
+        await request.read()
+        self.open_now += 1
+        self.peak = max(self.peak, self.open_now)
+        if self.gate_at is not None:
+            if self.open_now >= self.gate_at:
+                self.gate.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.gate.wait(), timeout=self.gate_timeout_s)
+        else:
+            await asyncio.sleep(self.hold_s)
+        self.open_now -= 1
+        self.served += 1
+        return await one_token_reply(request)
+
+
+@contextlib.asynccontextmanager
+async def counting_server(**options: Any) -> AsyncIterator[CountingServer]:
+    """A `CountingServer(**options)` served while the block runs; its gate opens at the end, so no handler is
+    left waiting."""
+    state = CountingServer(**options)
+    async with serving(chat_app(state.handle)) as url:
+        state.url = url
+        try:
+            yield state
+        finally:
+            state.gate.set()
 
 
 def chmod_binds() -> bool:

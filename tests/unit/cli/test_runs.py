@@ -46,7 +46,7 @@ def test_missing_store_is_one_store_error_line(tmp_path: Path, command: list[str
     assert not missing.exists()  # reading never creates a store
 
 
-def test_missing_store_from_a_realcli_process(tmp_path: Path) -> None:
+def test_missing_store_from_a_real_process(tmp_path: Path) -> None:
     done = cli_process("runs", "--json", "--store", str(tmp_path / "nope.db"), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == ""

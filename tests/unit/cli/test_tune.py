@@ -64,7 +64,7 @@ BAD_CONFIGS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_CONFIGS))
-def test_tune_with_a_bad_config_exits_2_before_anycli_process(
+def test_tune_with_a_bad_config_exits_2_before_any_process(
     tmp_path: Path, fake_server: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, case: str, cli: Cli
 ) -> None:
     binary, marker = fake_server
@@ -93,7 +93,7 @@ def test_tune_with_a_missing_config_file_exits_2(tmp_path: Path, monkeypatch: py
     assert list(tmp_path.iterdir()) == []  # no store, no log
 
 
-def test_tune_config_error_from_a_realcli_process(tmp_path: Path, fake_server: tuple[Path, Path]) -> None:
+def test_tune_config_error_from_a_real_process(tmp_path: Path, fake_server: tuple[Path, Path]) -> None:
     binary, marker = fake_server
     config = _tune_config(tmp_path, binary, "{engine}" + BASE + "concurrency: [0]\n")
     done = cli_process("tune", "--config", str(config), cwd=tmp_path)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from builders import chat_app, one_token_reply, serving
+from builders import CountingServer, counting_server
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.open_loop import OpenLoopSchedule
 from specfrontier.load.workers import (
@@ -32,42 +28,10 @@ PROMPTS = [
 ]
 
 
-@dataclass
-class CountingServer:
-    """Answers every request after `hold_s`, or, with `gate_at`, holds requests until that many were in
-    flight at once (10 s at most), so a slow-starting worker on a busy machine cannot hide the peak."""
-
-    hold_s: float = 0.2
-    gate_at: int | None = None
-    url: str = ""
-    open_now: int = 0
-    peak: int = 0
-    served: int = 0
-    gate: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        await request.read()
-        self.open_now += 1
-        self.peak = max(self.peak, self.open_now)
-        if self.gate_at is not None:
-            if self.open_now >= self.gate_at:
-                self.gate.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.gate.wait(), timeout=10.0)
-        else:
-            await asyncio.sleep(self.hold_s)
-        self.open_now -= 1
-        self.served += 1
-        return await one_token_reply(request)
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[CountingServer]:
-    state = CountingServer()
-    async with serving(chat_app(state.handle)) as url:
-        state.url = url
+    async with counting_server() as state:
         yield state
-        state.gate.set()
 
 
 async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_order(server: CountingServer) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from builders import StoredRun, steady_cell
+from builders import CORE_CELL_KEYS, StoredRun, steady_cell
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, load_run, recommend
 from specfrontier.records import SpecCounters
 from specfrontier.report import print_report, report_json, report_markdown
@@ -51,19 +51,6 @@ def data(tmp_path: Path) -> RunData:
 
 
 # -- JSON ------------------------------------------------------------------------------------------
-CELL_KEYS = {
-    "setting",
-    "concurrency",
-    "repeats",
-    "per_request_tok_s_p50",
-    "aggregate_tok_s",
-    "ttft_p50_ms",
-    "tpot_p50_ms",
-    "acceptance_rate",
-    "acceptance_length",
-    "capacity",
-    "errors",
-}
 
 
 def test_json_has_the_run_and_one_object_per_cell_equal_to_the_analysis(data: RunData) -> None:
@@ -78,7 +65,7 @@ def test_json_has_the_run_and_one_object_per_cell_equal_to_the_analysis(data: Ru
     assert len(by_key) == 9
     for summary in data.cells:
         cell = by_key[(summary.setting, summary.concurrency)]
-        assert set(cell) >= CELL_KEYS
+        assert set(cell) >= CORE_CELL_KEYS
         assert cell["setting"] == {"name": summary.setting, "parameters": PARAMS[summary.setting]}
         assert cell["repeats"] == summary.repeats == 3
         assert cell["per_request_tok_s_p50"] == summary.per_request_tok_s_p50.median

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -61,14 +60,6 @@ def _reads_immutably(path: Path, run_id: str, *, cells: int) -> None:
 
 def _snapshot(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
-
-
-@pytest.fixture
-def writable_again(tmp_path: Path) -> Iterator[None]:
-    """Give write permission back after a test took it away (so pytest can clean tmp_path)."""
-    yield
-    for p in [tmp_path, *tmp_path.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 def _one_line(exc: pytest.ExceptionInfo[StoreError]) -> str:
