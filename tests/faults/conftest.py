@@ -14,6 +14,7 @@ read-only store, bad input) and asserts three things:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,12 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import CLI, cli_env, cli_process
+
 TAG_KEY = "SPECFRONTIER_FAULT_SESSION"
 TAG_VALUE = uuid.uuid4().hex
 os.environ[TAG_KEY] = TAG_VALUE  # inherited by every process started from here on (this one is not tagged)
 TAG = f"{TAG_KEY}={TAG_VALUE}".encode()
-
-CLI = [sys.executable, "-c", "from specfrontier.cli import main; main()"]
 
 
 def tagged_processes() -> list[int]:
@@ -197,30 +198,63 @@ def cli(
     cwd: Path,
     timeout: float = 180.0,
     stdin: Any = subprocess.DEVNULL,
-    memory_limit: int | None = None,
+    limits: Mapping[int, int] | None = None,
     before: str = "",
 ) -> subprocess.CompletedProcess[str]:
-    """Run `specfrontier ARGS` as a real process (a shell's view: exit code, stdout, stderr); `memory_limit`
-    caps its address space in bytes (a fault that used to take gigabytes then fails fast instead); `before`:
+    """Run `specfrontier ARGS` as a real process (a shell's view: exit code, stdout, stderr); `limits`: its
+    resource limits (`resource.RLIMIT_*` -> value), e.g. its address space, so that a fault that used to take
+    gigabytes fails fast instead, or its file size, so that a store outgrows it as a full disk would; `before`:
     Python run in that process first (a fault of the tool's own process, e.g. a thread that starves its client)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
     argv = [sys.executable, "-c", before + CLI[-1]] if before else CLI
 
     def cap() -> None:
-        if memory_limit is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+        for limit, value in (limits or {}).items():
+            resource.setrlimit(limit, (value, value))
 
-    return subprocess.run(
-        [*argv, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=stdin,
-        preexec_fn=cap if memory_limit is not None else None,
-    )
+    return cli_process(*args, cwd=cwd, timeout=timeout, stdin=stdin, preexec_fn=cap if limits else None, argv=argv)
+
+
+def tune(work: Path, data: dict[str, Any], *extra: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """`specfrontier tune --quiet` on config `data` (written to work/tune.yaml) as a real process in `work`."""
+    return cli("tune", "--config", str(write_config(work / "tune.yaml", data)), "--quiet", *extra, cwd=work,
+               timeout=timeout)  # fmt: skip
+
+
+def json_report(work: Path, store: Path, run_id: str) -> dict[str, Any]:
+    """`specfrontier report RUN --format json` as a real process: the report it printed (it must succeed)."""
+    done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=work)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def line_starting(stderr: str, start: str) -> str:
+    """The line of stderr that starts with `start` (exactly one), with no traceback anywhere."""
+    assert "Traceback" not in stderr, stderr
+    lines = [ln for ln in stderr.splitlines() if ln.startswith(start)]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def only_line(stderr: str) -> str:
+    """The whole of stderr: exactly one line, no traceback."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def refusal(done: subprocess.CompletedProcess[str], code: int, start: str, *, stdout_empty: bool = True) -> str:
+    """How a refused command ends: exit `code`, nothing on stdout (unless `stdout_empty` is False), and one line
+    on stderr, starting with `start`, with no traceback: that line."""
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == code, done.stderr[-2000:]
+    if stdout_empty:
+        assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert lines[0].startswith(start), lines[0][:2000]
+    return lines[0]
 
 
 def checkpointed_run(work: Path, data: dict[str, Any]) -> tuple[Path, str]:
@@ -237,10 +271,9 @@ def checkpointed_run(work: Path, data: dict[str, Any]) -> tuple[Path, str]:
 
 def start_cli(*args: str, cwd: Path, **popen: Any) -> subprocess.Popen[bytes]:
     """Start `specfrontier ARGS` in the background (for signals sent mid-run)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
-    proc = subprocess.Popen([*CLI, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, **popen)
+    proc = subprocess.Popen([*CLI, *args], cwd=cwd, env=cli_env(), stdin=subprocess.DEVNULL, **popen)
     _STARTED.append(proc)
     return proc
 

@@ -30,17 +30,19 @@ from typing import Any
 import pytest
 from rich.console import Console
 from tests.faults.conftest import (
-    CLI,
     MatrixEntry,
     cli,
     count_rows,
     latest_run,
+    line_starting,
     run_status,
     sim_config,
+    tune,
     write_config,
 )
 from tests.faults.test_server_faults import _Impostor  # the program that holds the port first
 
+from builders import cli_process
 from specfrontier.config.load import parse_config
 from specfrontier.process.launch import free_port
 from specfrontier.runs.sweep import open_sweep
@@ -49,25 +51,11 @@ from specfrontier.store import Store
 pytestmark = pytest.mark.slow
 
 
-def _one_line(stderr: str, start: str) -> str:
-    """The line of stderr that starts with `start` (exactly one), with no traceback anywhere."""
-    assert "Traceback" not in stderr, stderr
-    lines = [ln for ln in stderr.splitlines() if ln.startswith(start)]
-    assert len(lines) == 1, stderr
-    return lines[0]
-
-
-def _tune(work: Path, data: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-    config = write_config(work / "tune.yaml", data)
-    return cli("tune", "--config", str(config), "--quiet", *extra, cwd=work, timeout=240)
-
-
 def _paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run a command the tool printed, split as a POSIX shell would ("specfrontier" is this CLI)."""
     argv = shlex.split(command)
     assert argv[0] == "specfrontier", command
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
-    return subprocess.run([*CLI, *argv[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
+    return cli_process(*argv[1:], cwd=cwd, timeout=240)
 
 
 def _wait_port(port: int, timeout_s: float = 20) -> None:
@@ -168,9 +156,9 @@ def test_an_unbounded_timeout_is_refused_before_any_server_starts(
         data["engine"][where.removeprefix("engine.")] = value
     else:
         data[where] = value
-    done = _tune(tmp_path, data)
+    done = tune(tmp_path, data)
     assert done.returncode == 2, done.stderr
-    line = _one_line(done.stderr, "ConfigError:")
+    line = line_starting(done.stderr, "ConfigError:")
     assert expected in line and "fix: use " in line, line
     assert not store.exists()
 
@@ -185,7 +173,7 @@ def test_bench_gives_up_on_a_server_that_answers_200_then_nothing(
                "--store", str(store), "--quiet", cwd=tmp_path, timeout=120)  # fmt: skip
     elapsed = time.monotonic() - started
     assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr, "EngineResponseError:")
+    line = line_starting(done.stderr, "EngineResponseError:")
     assert "every request of the warmup failed" in line and "timeout after 2.0 s" in line
     assert elapsed < 60  # 2 s per request, not the default 300 s
     assert run_status(store, latest_run(store)) == "failed"
@@ -197,7 +185,7 @@ def test_bench_refuses_an_unbounded_request_timeout_before_any_traffic(tmp_path:
     done = cli("bench", "--url", f"http://127.0.0.1:{free_port()}", "--request-timeout", value,
                "--store", str(tmp_path / "b.db"), cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2, done.stderr
-    line = _one_line(done.stderr, "ConfigError:")
+    line = line_starting(done.stderr, "ConfigError:")
     assert line.startswith(f"ConfigError: --request-timeout = {value}: "), line
     assert "finite number of seconds above 0 and at most 7200" in line
     assert not (tmp_path / "b.db").exists()
@@ -226,7 +214,7 @@ def test_bench_cut_short_by_its_server_says_bench_again_and_marks_its_setting(
         os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=10)
     assert done.returncode == 3, done.stderr
-    line = _one_line(done.stderr, "INCOMPLETE:")
+    line = line_starting(done.stderr, "INCOMPLETE:")
     assert "tune --resume" not in done.stderr + done.stdout
     run_id = latest_run(store)
     assert run_status(store, run_id) == "incomplete"
@@ -260,7 +248,7 @@ def _crashing(store: Path) -> dict[str, Any]:
 def crashed_run(tmp_path: Path) -> tuple[Path, Path, str, subprocess.CompletedProcess[str]]:
     """A run left incomplete by steps2's crash, in a store whose path has spaces."""
     store = tmp_path / "my runs" / "spec frontier.db"
-    done = _tune(tmp_path, _crashing(store))
+    done = tune(tmp_path, _crashing(store))
     assert done.returncode == 3, done.stderr
     return tmp_path, store, latest_run(store), done
 
@@ -269,7 +257,7 @@ def test_printed_commands_paste_as_they_are(
     crashed_run: tuple[Path, Path, str, subprocess.CompletedProcess[str]], matrix: MatrixEntry
 ) -> None:
     work, store, run_id, done = crashed_run
-    line = _one_line(done.stderr, "INCOMPLETE:")
+    line = line_starting(done.stderr, "INCOMPLETE:")
     resume = line.split("fix: remove the cause, then ", 1)[1]
     assert shlex.split(resume)[1:] == ["tune", "--resume", run_id, "--store", str(store)]
     report_again = done.stdout.split("again with: ", 1)[1].split("\n", 1)[0]
@@ -293,7 +281,7 @@ def test_resume_with_a_changed_extra_args_applies_records_and_shows_it(
     config = write_config(work / "fixed.yaml", fixed)
     resumed = cli("tune", "--resume", run_id, "--store", str(store), "-c", str(config), "--quiet", cwd=work)
     assert resumed.returncode == 0, resumed.stderr
-    changed = _one_line(resumed.stderr, f"resume {run_id} with")
+    changed = line_starting(resumed.stderr, f"resume {run_id} with")
     assert "changed settings[steps2].extra_args: ['--crash-after', '7'] -> []" in changed
     assert run_status(store, run_id) == "done"
     assert count_rows(store).cells == 8 and kept.cells < 8
@@ -319,7 +307,7 @@ def test_resume_refuses_a_config_that_changes_what_was_measured(
     config = write_config(work / "other.yaml", {**_crashing(store), **change})
     resumed = cli("tune", "--resume", run_id, "--store", str(store), "-c", str(config), "--quiet", cwd=work)
     assert resumed.returncode == 2, resumed.stderr
-    line = _one_line(resumed.stderr, "ConfigError:")
+    line = line_starting(resumed.stderr, "ConfigError:")
     assert f"--config with --resume {run_id}: {field} = " in line and "fix: start a new run" in line
     assert count_rows(store) == kept and run_status(store, run_id) == "incomplete"
 
@@ -334,9 +322,9 @@ def test_a_start_failure_quotes_the_cause_from_its_log(tmp_path: Path, matrix: M
         {"name": "oom", "algorithm": "EAGLE3", "num_steps": 1, "max_running_requests": 40,
          "extra_args": ["--oom-above", "10"]},
     ]  # fmt: skip
-    done = _tune(tmp_path, sim_config(store, settings))
+    done = tune(tmp_path, sim_config(store, settings))
     assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr, "FAILED:")
+    line = line_starting(done.stderr, "FAILED:")
     assert (
         "no-spec: server exited with status 1 before it was ready; its log says: RuntimeError: simulated "
         "start-up failure (--fail-at-start)" in line
@@ -410,7 +398,7 @@ def test_bench_where_half_the_requests_failed_is_no_evidence_and_exits_1(
     done = cli("bench", "--url", url, "--concurrency", "1", "--repeats", "1", "--store", str(store),
                "--quiet", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr, "NO EVIDENCE:")
+    line = line_starting(done.stderr, "NO EVIDENCE:")
     assert "all 1 stored cell(s)" in line and "requests failed (> 1%)" in line
     again = shlex.split(line.split("then run ", 1)[1])
     assert again[:4] == ["specfrontier", "bench", "--url", url]

@@ -17,33 +17,24 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.faults.conftest import MatrixEntry, cli, count_rows, latest_run, run_status, sim_config, write_config
+from tests.faults.conftest import (
+    MatrixEntry,
+    cli,
+    count_rows,
+    json_report,
+    latest_run,
+    line_starting,
+    run_status,
+    sim_config,
+    tune,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
-
-
-def _tune(work: Path, data: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    config = write_config(work / "tune.yaml", data)
-    return cli("tune", "--config", str(config), "--quiet", cwd=work, timeout=240)
-
-
-def _report(work: Path, store: Path, run_id: str) -> dict[str, Any]:
-    done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=work)
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
-
-
-def _line(stderr: str, start: str) -> str:
-    assert "Traceback" not in stderr, stderr
-    lines = [ln for ln in stderr.splitlines() if ln.startswith(start)]
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 # -- case 1: a crash inside a cell ------------------------------------------------------------------
@@ -72,15 +63,15 @@ def test_a_crash_inside_a_cell_is_never_stored_and_resume_measures_the_cell(
     tmp_path: Path, linger_s: float, cause: str, matrix: MatrixEntry
 ) -> None:
     store = tmp_path / "s.db"
-    done = _tune(tmp_path, _crash_config(store, tmp_path / "crashed-once", linger_s))
+    done = tune(tmp_path, _crash_config(store, tmp_path / "crashed-once", linger_s))
     assert done.returncode == 3, done.stderr
-    assert cause in _line(done.stderr, "INCOMPLETE:")
+    assert cause in line_starting(done.stderr, "INCOMPLETE:")
     run_id = latest_run(store)
     assert run_status(store, run_id) == "incomplete"
     partial = count_rows(store)
     assert partial.cell_keys == (("no-spec", "builtin:cpu-mix|t=0.0|max=32|eos=ignore", 1, 0),
                                  ("no-spec", "builtin:cpu-mix|t=0.0|max=32|eos=ignore", 4, 0))  # fmt: skip
-    report = _report(tmp_path, store, run_id)
+    report = json_report(tmp_path, store, run_id)
     assert {r["setting"] for r in report["recommendations"]} == {"no-spec"}
 
     resumed = cli("tune", "--resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path, timeout=240)
@@ -90,7 +81,7 @@ def test_a_crash_inside_a_cell_is_never_stored_and_resume_measures_the_cell(
     assert sorted({(k[0], k[2]) for k in after.cell_keys}) == [("crashes", 1), ("crashes", 4), ("no-spec", 1),
                                                                ("no-spec", 4)]  # fmt: skip
     assert after.requests_per_cell == (4, 4, 4, 4) and len(set(after.cell_keys)) == 4
-    cells = _report(tmp_path, store, run_id)["cells"]
+    cells = json_report(tmp_path, store, run_id)["cells"]
     crashed = [c for c in cells if c["setting"]["name"] == "crashes"]
     assert [c["errors"] for c in crashed] == [0, 0]
     assert crashed[0]["evidence"]  # C=1; the C=4 cell of 4 requests is too short for a steady state, as no-spec's
@@ -119,14 +110,14 @@ def test_cells_where_half_the_requests_failed_are_not_evidence_and_the_run_exits
     tmp_path: Path, matrix: MatrixEntry
 ) -> None:
     store = tmp_path / "s.db"
-    done = _tune(tmp_path, _half_failing(tmp_path, store))
+    done = tune(tmp_path, _half_failing(tmp_path, store))
     assert done.returncode == 1, done.stderr
-    line = _line(done.stderr, "NO EVIDENCE:")
+    line = line_starting(done.stderr, "NO EVIDENCE:")
     assert "all 4 stored cell(s)" in line and "requests failed (> 1%)" in line
     run_id = latest_run(store)
     rows = count_rows(store)
     assert rows.cells == 4  # stored and shown, not hidden
-    report = _report(tmp_path, store, run_id)
+    report = json_report(tmp_path, store, run_id)
     assert report["recommendations"] == [] and report["best_per_concurrency"] == [] and report["crossovers"] == []
     for cell in report["cells"]:
         assert cell["errors"] * 2 == cell["requests"]
@@ -140,9 +131,9 @@ def test_cells_where_half_the_requests_failed_are_not_evidence_and_the_run_exits
 def test_a_stated_bound_lets_the_same_cells_count(tmp_path: Path) -> None:
     """`max_failed_share` is the run's own: at 0.5 the half-failed cells are evidence again (exit 0)."""
     store = tmp_path / "s.db"
-    done = _tune(tmp_path, _half_failing(tmp_path, store, max_failed_share=0.5))
+    done = tune(tmp_path, _half_failing(tmp_path, store, max_failed_share=0.5))
     assert done.returncode == 0, done.stderr
-    report = _report(tmp_path, store, latest_run(store))
+    report = json_report(tmp_path, store, latest_run(store))
     assert report["recommendations"]
     assert all(c["evidence"] or "steady" in c["verdict"] for c in report["cells"])
 
@@ -177,13 +168,13 @@ def test_a_client_that_cannot_keep_up_is_not_evidence_and_the_run_exits_1(tmp_pa
     config = write_config(tmp_path / "tune.yaml", sim_config(store, repeats=1, max_client_lag_share=0.02))
     done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path, timeout=240, before=CLIENT_STARVED)
     assert done.returncode == 1, done.stderr
-    line = _line(done.stderr, "NO EVIDENCE:")
+    line = line_starting(done.stderr, "NO EVIDENCE:")
     assert "all 4 stored cell(s)" in line and "client could not keep up (repeat 1: " in line
     run_id = latest_run(store)
     assert run_status(store, run_id) == "done"  # nothing is missing: it is the evidence that is not there
     rows = count_rows(store)
     assert rows.cells == 4  # stored and shown, not hidden
-    report = _report(tmp_path, store, run_id)
+    report = json_report(tmp_path, store, run_id)
     assert report["recommendations"] == [] and report["best_per_concurrency"] == []
     for cell in report["cells"]:
         assert cell["client_saturated"] and not cell["evidence"]

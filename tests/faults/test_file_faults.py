@@ -23,21 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.faults.conftest import cli, corrupt_request_pages, count_rows, latest_run, sim_config, write_config
+from tests.faults.conftest import cli, corrupt_request_pages, count_rows, latest_run, refusal, sim_config, write_config
 
 from specfrontier.errors import StoreError
 from specfrontier.store import Store
-
-
-def _one_line(done: subprocess.CompletedProcess[str], code: int, kind: str) -> str:
-    """Exit `code`, nothing on stdout, one `kind: ...` line on stderr (no traceback)."""
-    assert "Traceback" not in done.stderr, done.stderr[:2000]
-    assert done.returncode == code, done.stderr[:2000]
-    assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr[:2000]
-    assert lines[0].startswith(f"{kind}: "), lines[0][:2000]
-    return lines[0]
 
 
 def _listing(folder: Path) -> list[str]:
@@ -139,7 +128,7 @@ def _device(path: Path, minor: int) -> Path:
 def test_output_to_a_full_device_is_one_line_and_the_device_stays(tmp_path: Path, sim_run: tuple[Path, str]) -> None:
     full = _device(tmp_path / "full", 7)
     done = _report(sim_run, full, tmp_path)
-    line = _one_line(done, 2, "ConfigError")
+    line = refusal(done, 2, "ConfigError: ")
     assert line == f"ConfigError: -o = '{full}': cannot write it (No space left on device); fix: choose another path"
     assert stat.S_ISCHR(full.lstat().st_mode) and full.lstat().st_rdev == os.makedev(1, 7)
     assert _listing(tmp_path) == ["full"]
@@ -160,7 +149,7 @@ def test_a_setting_name_too_long_is_refused_before_launch(tmp_path: Path) -> Non
     settings = [{"name": "no-spec"}, {"name": long_name, "algorithm": "EAGLE3", "num_steps": 2}]
     config = write_config(tmp_path / "c.yaml", sim_config(store, settings=settings))
     done = cli("tune", "--config", str(config), cwd=tmp_path)
-    line = _one_line(done, 2, "ConfigError")
+    line = refusal(done, 2, "ConfigError: ")
     assert line == (
         f"ConfigError: {config}: settings[1].name = '{'x' * 79}… (260 characters): longer than 64 characters "
         "(it labels report rows and names the server's log file); fix: shorten it to 64 at most"
@@ -174,7 +163,7 @@ def test_a_huge_value_under_an_unknown_key_is_quoted_cut(tmp_path: Path) -> None
     config = tmp_path / "c.yaml"
     config.write_text(json.dumps({**sim_config(store), "notes": "y" * 10_000_000}))  # JSON is YAML
     done = cli("tune", "--config", str(config), cwd=tmp_path)
-    line = _one_line(done, 2, "ConfigError")
+    line = refusal(done, 2, "ConfigError: ")
     assert line == (
         f"ConfigError: {config}: notes = '{'y' * 79}… (10000000 characters): Extra inputs are not permitted; "
         "fix: remove this key (it is not a known field; check the spelling)"
@@ -187,7 +176,7 @@ def test_a_yaml_syntax_error_is_one_line_with_file_line_and_column(tmp_path: Pat
     config = tmp_path / "c.yaml"
     config.write_text(f"engine:\n  name: sim\nstore: {store}\nconcurrency: [1, 2\nrepeats: 1\n")
     done = cli("tune", "--config", str(config), cwd=tmp_path)
-    line = _one_line(done, 2, "ConfigError")
+    line = refusal(done, 2, "ConfigError: ")
     assert line.startswith(f"ConfigError: {config}:5:8: not valid YAML: expected ',' or ']', but got ':' (")
     assert line.endswith("at line 4, column 14); fix: correct the YAML syntax there")
     assert not store.exists()
@@ -227,7 +216,7 @@ def test_tune_refuses_a_non_empty_file_that_is_no_store_and_leaves_it_unchanged(
         db.close()
     before = target.read_bytes()
     done = _tune(tmp_path, target, "--quiet")
-    line = _one_line(done, 2, "StoreRefused")  # bad input: exit 2 (issue 39)
+    line = refusal(done, 2, "StoreRefused: ")  # bad input: exit 2 (issue 39)
     assert (
         line == f"StoreRefused: store = '{target}': {said}; fix: pass the --store written by `specfrontier tune`{fix}"
     )
@@ -254,7 +243,7 @@ def test_tune_into_a_damaged_store_refuses_with_the_recover_fix(tmp_path: Path, 
     corrupt_request_pages(store)
     before = store.read_bytes()
     done = _tune(tmp_path, store, "--quiet")
-    line = _one_line(done, 2, "StoreRefused")
+    line = refusal(done, 2, "StoreRefused: ")
     assert line.startswith(f"StoreRefused: store = '{store}': opening: ")
     assert line.endswith(
         f"; fix: restore a copy, or recover what is readable with `sqlite3 {store} .recover | sqlite3 NEW.db`"

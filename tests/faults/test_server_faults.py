@@ -27,11 +27,14 @@ from tests.faults.conftest import (
     Rows,
     cli,
     count_rows,
+    json_report,
     latest_run,
+    line_starting,
     run_status,
     sim_config,
     start_cli,
     tagged_processes,
+    tune,
     wait_for_no_tagged_processes,
     write_config,
 )
@@ -53,32 +56,12 @@ def _settings(steps2_args: list[str]) -> list[dict[str, Any]]:
     return [{"name": "no-spec"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2, "extra_args": steps2_args}]
 
 
-def _tune(work: Path, data: dict[str, Any], *extra: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    config = write_config(work / "tune.yaml", data)
-    return cli("tune", "--config", str(config), "--quiet", *extra, cwd=work, timeout=timeout)
-
-
 def _resume(work: Path, store: Path, run_id: str) -> subprocess.CompletedProcess[str]:
     return cli("tune", "--resume", run_id, "--store", str(store), "--quiet", cwd=work, timeout=240)
 
 
-def _report(work: Path, store: Path, run_id: str) -> dict[str, Any]:
-    done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=work)
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
-
-
 def _settings_status(store: Path, run_id: str) -> dict[str, tuple[str, str]]:
     return {s.name: (s.status, s.error or "") for s in Store(store).settings(run_id)}
-
-
-def _one_line(stderr: str, start: str) -> str:
-    """The line of stderr that starts with `start` (exactly one), with no traceback anywhere."""
-    assert "Traceback" not in stderr, stderr
-    lines = [ln for ln in stderr.splitlines() if ln.startswith(start)]
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 def _same_rows(rows: Rows, clean: Rows) -> None:
@@ -98,16 +81,16 @@ def test_crash_mid_run_is_partial_evidence_never_recommended_and_resume_complete
     once = tmp_path / "crashed-once"
     crash_at = FIRST_AND_WARMUP + PROMPTS + 2  # in the first repeat's C=2 cell
     knobs = ["--crash-after", str(crash_at), "--crash-once-file", str(once)]
-    done = _tune(tmp_path, sim_config(store, _settings(knobs)))
+    done = tune(tmp_path, sim_config(store, _settings(knobs)))
     assert done.returncode == 3, done.stderr
-    line = _one_line(done.stderr, "INCOMPLETE:")
+    line = line_starting(done.stderr, "INCOMPLETE:")
     assert "steps2: server exited with status 1 during the cell C=2" in line and "--resume" in line
     run_id = latest_run(store)
     assert run_status(store, run_id) == "incomplete"
     assert _settings_status(store, run_id)["steps2"][0] == "failed"
     partial = count_rows(store)
     assert partial.cell_keys == tuple(k for k in clean_rows.cell_keys if k[0] == "no-spec" or k[2:] == (1, 0))
-    report = _report(tmp_path, store, run_id)
+    report = json_report(tmp_path, store, run_id)
     assert {r["setting"] for r in report["recommendations"]} == {"no-spec"}  # steps2 was faster, but crashed
     assert all(not c["complete"] for c in report["cells"] if c["setting"]["name"] == "steps2")
 
@@ -115,16 +98,16 @@ def test_crash_mid_run_is_partial_evidence_never_recommended_and_resume_complete
     assert resumed.returncode == 0, resumed.stderr
     assert run_status(store, run_id) == "done"
     _same_rows(count_rows(store), clean_rows)
-    assert {r["setting"] for r in _report(tmp_path, store, run_id)["recommendations"]} == {"steps2"}
+    assert {r["setting"] for r in json_report(tmp_path, store, run_id)["recommendations"]} == {"steps2"}
     matrix.rows(kept=partial, after=count_rows(store), clean=clean_rows)
 
 
 def test_every_setting_failing_at_start_exits_1_with_no_evidence(tmp_path: Path, matrix: MatrixEntry) -> None:
     store = tmp_path / "s.db"
     data = sim_config(store, [{"name": "no-spec", "extra_args": ["--fail-at-start"]}])
-    done = _tune(tmp_path, data)
+    done = tune(tmp_path, data)
     assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr, "FAILED:")
+    line = line_starting(done.stderr, "FAILED:")
     assert "no-spec: server exited with status 1 before it was ready" in line
     run_id = latest_run(store)
     assert run_status(store, run_id) == "failed"
@@ -143,7 +126,7 @@ def test_start_failures_are_recorded_and_the_sweep_goes_on(tmp_path: Path, matri
     ]  # fmt: skip
     data = sim_config(store, settings)
     data["engine"]["startup_timeout_s"] = 8
-    done = _tune(tmp_path, data)
+    done = tune(tmp_path, data)
     assert done.returncode == 3, done.stderr
     run_id = latest_run(store)
     status = _settings_status(store, run_id)
@@ -161,10 +144,10 @@ def test_a_stalled_server_is_abandoned_after_consecutive_timeouts(tmp_path: Path
     store = tmp_path / "s.db"
     data = sim_config(store, _settings(["--stall-stream-after", "3"]), request_timeout_s=1.0)
     started = time.monotonic()
-    done = _tune(tmp_path, data)
+    done = tune(tmp_path, data)
     elapsed = time.monotonic() - started
     assert done.returncode == 3, done.stderr
-    line = _one_line(done.stderr, "INCOMPLETE:")
+    line = line_starting(done.stderr, "INCOMPLETE:")
     assert "stopped answering: 3 requests in a row timed out after 1 s each" in line
     run_id = latest_run(store)
     assert _settings_status(store, run_id)["steps2"][0] == "failed"
@@ -176,9 +159,9 @@ def test_a_stalled_server_is_abandoned_after_consecutive_timeouts(tmp_path: Path
 
 def test_garbled_streams_fail_the_setting_instead_of_storing_empty_cells(tmp_path: Path, matrix: MatrixEntry) -> None:
     store = tmp_path / "s.db"
-    done = _tune(tmp_path, sim_config(store, _settings(["--malformed-sse"])))
+    done = tune(tmp_path, sim_config(store, _settings(["--malformed-sse"])))
     assert done.returncode == 3, done.stderr
-    line = _one_line(done.stderr, "INCOMPLETE:")
+    line = line_starting(done.stderr, "INCOMPLETE:")
     assert "steps2: every request of warmup" in line and "malformed SSE data" in line
     assert {k[0] for k in count_rows(store).cell_keys} == {"no-spec"}
     matrix.rows(after=count_rows(store))
@@ -193,10 +176,10 @@ def test_a_drafter_that_is_silently_wrong_is_flagged_with_cause_and_fix(
     setting, the evidence and SGLang's fix; the correct EAGLE3 setting is not flagged."""
     store = tmp_path / "s.db"
     settings = [{"name": "no-spec"}, {"name": "wrong-head", "algorithm": "EAGLE", "num_steps": 2}]
-    done = _tune(tmp_path, sim_config(store, settings))
+    done = tune(tmp_path, sim_config(store, settings))
     assert done.returncode == 0, done.stderr
     run_id = latest_run(store)
-    report = _report(tmp_path, store, run_id)
+    report = json_report(tmp_path, store, run_id)
     found = report["misconfiguration"]
     assert [(m["setting"], m["check"]) for m in found] == [("wrong-head", "drafts_rejected")], found
     assert "acceptance length 1.000" in found[0]["evidence"]
@@ -209,8 +192,8 @@ def test_a_drafter_that_is_silently_wrong_is_flagged_with_cause_and_fix(
 
     good = tmp_path / "good.db"
     settings = [{"name": "no-spec"}, {"name": "right-head", "algorithm": "EAGLE3", "num_steps": 2}]
-    assert _tune(tmp_path, sim_config(good, settings)).returncode == 0
-    assert _report(tmp_path, good, latest_run(good))["misconfiguration"] == []
+    assert tune(tmp_path, sim_config(good, settings)).returncode == 0
+    assert json_report(tmp_path, good, latest_run(good))["misconfiguration"] == []
 
 
 def _fake_llama_server(path: Path, sig: str) -> Path:
@@ -238,9 +221,9 @@ def test_a_server_killed_by_sigill_is_named_with_its_cause(tmp_path: Path) -> No
         "repeats": 1,
         "store": str(store),
     }
-    done = _tune(tmp_path, data)
+    done = tune(tmp_path, data)
     assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr, "FAILED:")
+    line = line_starting(done.stderr, "FAILED:")
     assert "was killed by SIGILL (illegal instruction: the binary uses CPU instructions this host lacks" in line
     assert "status -4" not in done.stderr
 
@@ -339,7 +322,7 @@ def _wait_for(predicate: Any, proc: subprocess.Popen[bytes], what: str, timeout_
 
 def test_a_forking_server_is_stopped_with_its_children(tmp_path: Path, clean_rows: Rows, matrix: MatrixEntry) -> None:
     store = tmp_path / "s.db"
-    done = _tune(tmp_path, sim_config(store, _settings(["--fork-child"])))
+    done = tune(tmp_path, sim_config(store, _settings(["--fork-child"])))
     assert done.returncode == 0, done.stderr
     _same_rows(count_rows(store), clean_rows)
     matrix.rows(after=count_rows(store), clean=clean_rows)
@@ -380,7 +363,7 @@ def test_a_signal_interrupts_cleanly_and_resume_completes(
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
-    line = _one_line(stderr.decode(), "interrupted:")
+    line = line_starting(stderr.decode(), "interrupted:")
     assert "every finished cell is stored; resume with: specfrontier tune --resume" in line
     run_id = latest_run(store)
     assert run_status(store, run_id) == "interrupted"
@@ -404,7 +387,7 @@ def test_a_closed_stdout_interrupts_with_a_message_and_resume_completes(
     proc.stdout.close()  # what `head -1` does after its line
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
-    line = _one_line(stderr.decode(), "interrupted:")
+    line = line_starting(stderr.decode(), "interrupted:")
     assert "stdout was closed (broken pipe)" in line and "--resume" in line
     run_id = latest_run(store)
     assert run_status(store, run_id) == "interrupted"
@@ -456,7 +439,7 @@ def test_bench_where_every_request_fails_exits_1(tmp_path: Path, matrix: MatrixE
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=10)
     assert probe.returncode == 1, probe.stderr
-    line = _one_line(probe.stderr, "EngineResponseError:")
+    line = line_starting(probe.stderr, "EngineResponseError:")
     assert "every request of the warmup failed" in line and "http 501" in line
     run_id = latest_run(tmp_path / "b.db")
     assert run_status(tmp_path / "b.db", run_id) == "failed"

@@ -9,25 +9,23 @@ process is left.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import shutil
 import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.faults.conftest import (
-    CLI,
     MatrixEntry,
     Rows,
     cli,
     corrupt_request_pages,
     count_rows,
     latest_run,
+    only_line,
     run_status,
     sim_config,
     start_cli,
@@ -41,14 +39,6 @@ pytestmark = pytest.mark.slow
 
 
 CHMOD_BINDS = chmod_binds()
-
-
-def _one_line(stderr: str) -> str:
-    """The whole of stderr: exactly one line, no traceback."""
-    assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 def _snapshot(path: Path) -> tuple[bytes, int]:
@@ -78,11 +68,13 @@ def _wait_for_cells(store: Path, n: int, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.05)
 
 
-def _assert_complete(rows: Rows, clean: Rows, kept: Rows) -> None:
-    """Every cell of the clean run, once, with its requests; the cells stored before the fault among them."""
+def _assert_complete(rows: Rows, clean: Rows, kept: Rows, matrix: MatrixEntry) -> None:
+    """Every cell of the clean run, once, with its requests; the cells stored before the fault among them.
+    The counts go into the fault matrix."""
     assert rows.cell_keys == clean.cell_keys  # sorted with duplicates kept: none lost, none twice
     assert rows.requests_per_cell == clean.requests_per_cell
     assert set(kept.cell_keys) <= set(rows.cell_keys) and len(kept.cell_keys) >= 1
+    matrix.rows(kept=kept, after=rows, clean=clean)
 
 
 @pytest.fixture(scope="module")
@@ -96,13 +88,6 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     return store, latest_run(store)
 
 
-@pytest.fixture
-def writable_again(tmp_path: Path) -> Iterator[None]:
-    yield
-    for p in [tmp_path, *tmp_path.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-
-
 # -- (a) a damaged page ---------------------------------------------------------------------------------
 def test_report_on_a_damaged_page_is_one_line_with_the_recover_fix(tuned: tuple[Path, str], tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
@@ -112,7 +97,7 @@ def test_report_on_a_damaged_page_is_one_line_with_the_recover_fix(tuned: tuple[
     before = _snapshot(store)
     done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""  # the store named cannot be used: bad input (issue 39)
-    line = _one_line(done.stderr)
+    line = only_line(done.stderr)
     assert line.startswith(f"StoreRefused: store = {str(store)!r}, run = {run_id!r}: reading cells: ")
     assert "database disk image is malformed" in line
     assert line.endswith(
@@ -168,7 +153,7 @@ def test_a_read_command_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path
     empty.write_bytes(b"")
     done = cli(*command, "--store", "empty.txt", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
-    assert _one_line(done.stderr) == (
+    assert only_line(done.stderr) == (
         "StoreRefused: store = 'empty.txt': not a specfrontier store (no tables); "
         "fix: pass the --store written by `specfrontier tune`"
     )
@@ -179,7 +164,7 @@ def test_a_read_command_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path
 def test_a_read_command_on_a_missing_store_keeps_its_message(tmp_path: Path) -> None:
     done = cli("runs", "--store", "nope.db", cwd=tmp_path)
     assert done.returncode == 2
-    assert _one_line(done.stderr) == (
+    assert only_line(done.stderr) == (
         "StoreRefused: --store = 'nope.db': no such file; fix: run `specfrontier tune` or pass --store"
     )
     assert list(tmp_path.iterdir()) == []
@@ -226,7 +211,7 @@ def test_a_second_resume_of_a_run_being_written_stops_with_one_line(
 
     second = cli("tune", "--resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path)
     assert second.returncode == 1
-    line = _one_line(second.stderr)
+    line = only_line(second.stderr)
     assert line.startswith(
         f"StoreError: run = {run_id!r}: being written by another specfrontier process (pid {first.pid}, since "
     )
@@ -239,8 +224,7 @@ def test_a_second_resume_of_a_run_being_written_stops_with_one_line(
     _, err = first.communicate(timeout=180)
     assert first.returncode == 0, err
     assert run_status(store, run_id) == "done"
-    _assert_complete(count_rows(store, run_id), clean_rows, kept)
-    matrix.rows(kept=kept, after=count_rows(store, run_id), clean=clean_rows)
+    _assert_complete(count_rows(store, run_id), clean_rows, kept, matrix)
 
 
 # -- (e) the tool SIGKILLed mid-run ---------------------------------------------------------------------
@@ -266,8 +250,7 @@ def test_a_killed_tool_leaves_an_interrupted_run_that_resumes_whole(
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert run_status(store, run_id) == "done"
-    _assert_complete(count_rows(store, run_id), clean_rows, kept)
-    matrix.rows(kept=kept, after=count_rows(store, run_id), clean=clean_rows)
+    _assert_complete(count_rows(store, run_id), clean_rows, kept, matrix)
 
 
 # -- (f) the store stops taking writes mid-sweep; (g) a truncated store ---------------------------------
@@ -280,22 +263,9 @@ def test_a_store_that_stops_taking_writes_mid_sweep_is_one_line_and_resumes_whol
     store = tmp_path / "s.db"
     config = write_config(tmp_path / "tune.yaml", sim_config(store))
 
-    def limit_file_size() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000))
-
-    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
-    done = subprocess.run(
-        [*CLI, "tune", "--config", str(config), "--quiet"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        preexec_fn=limit_file_size,
-    )
+    done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path, limits={resource.RLIMIT_FSIZE: 150_000})
     assert done.returncode == 1, done.stderr
-    line = _one_line(done.stderr)
+    line = only_line(done.stderr)
     run_id = latest_run(store)
     assert line.startswith("StoreError: ") and f"resume the run with `specfrontier tune --resume {run_id}" in line
     kept = count_rows(store)
@@ -304,8 +274,7 @@ def test_a_store_that_stops_taking_writes_mid_sweep_is_one_line_and_resumes_whol
     assert [r["status"] for r in listed] == ["interrupted"]
     resumed = cli("tune", "--resume", run_id, "--store", str(store), "--quiet", cwd=tmp_path, timeout=180)
     assert resumed.returncode == 0, resumed.stderr
-    _assert_complete(count_rows(store), clean_rows, kept)
-    matrix.rows(kept=kept, after=count_rows(store), clean=clean_rows)
+    _assert_complete(count_rows(store), clean_rows, kept, matrix)
 
 
 def test_report_on_a_truncated_store_is_one_line(tuned: tuple[Path, str], tmp_path: Path) -> None:
@@ -316,6 +285,6 @@ def test_report_on_a_truncated_store_is_one_line(tuned: tuple[Path, str], tmp_pa
     before = _snapshot(store)
     done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
-    line = _one_line(done.stderr)
+    line = only_line(done.stderr)
     assert line.startswith("StoreRefused: ") and str(store) in line and "fix:" in line
     assert _snapshot(store) == before

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.faults.conftest import cli
+from tests.faults.conftest import cli, refusal
 
 from builders import run_virtual
 from specfrontier.engines.sglang import SGLangSetting
@@ -33,14 +33,17 @@ def _recommend(run: tuple[Path, str], profile: Path, *more: str) -> subprocess.C
 
 
 def _one_line(done: subprocess.CompletedProcess[str], option: str = "--") -> str:
-    assert "Traceback" not in done.stderr, done.stderr[:2000]
-    assert done.returncode == 2, done.stderr[:2000]
-    assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr[:2000]
-    assert lines[0].startswith(f"ConfigError: {option}"), lines[0]
-    assert "fix: " in lines[0]
-    return lines[0]
+    """Exit 2, nothing on stdout, and one `ConfigError: OPTION...` line on stderr that names the fix."""
+    line = refusal(done, 2, f"ConfigError: {option}")
+    assert "fix: " in line
+    return line
+
+
+def _refused(run: tuple[Path, str], folder: Path, file: str, text: str) -> str:
+    """`recommend --traffic` on a profile `file` holding `text`: the one line it refuses it with."""
+    path = folder / file
+    path.write_text(text)
+    return _one_line(_recommend(run, path))
 
 
 def _matrix(name: str, values: list[list[object]]) -> str:
@@ -58,9 +61,7 @@ def _matrix(name: str, values: list[list[object]]) -> str:
     ],
 )
 def test_an_empty_profile(run: tuple[Path, str], tmp_path: Path, file: str, text: str, says: str) -> None:
-    path = tmp_path / file
-    path.write_text(text)
-    assert says in _one_line(_recommend(run, path))
+    assert says in _refused(run, tmp_path, file, text)
 
 
 @pytest.mark.parametrize(
@@ -73,9 +74,7 @@ def test_an_empty_profile(run: tuple[Path, str], tmp_path: Path, file: str, text
     ],
 )
 def test_a_negative_level_or_share(run: tuple[Path, str], tmp_path: Path, file: str, text: str, says: str) -> None:
-    path = tmp_path / file
-    path.write_text(text)
-    assert says in _one_line(_recommend(run, path))
+    assert says in _refused(run, tmp_path, file, text)
 
 
 @pytest.mark.parametrize(
@@ -93,9 +92,7 @@ def test_a_share_or_level_that_is_not_a_finite_number_is_named_so(
     run: tuple[Path, str], tmp_path: Path, file: str, text: str, says: str
 ) -> None:
     """Issue 39, item 8: NaN and inf shares were called "negative"; an inf level was a traceback."""
-    path = tmp_path / file
-    path.write_text(text)
-    assert says in _one_line(_recommend(run, path))
+    assert says in _refused(run, tmp_path, file, text)
 
 
 def test_shares_too_big_to_sum_keep_their_proportions(run: tuple[Path, str], tmp_path: Path) -> None:

@@ -6,18 +6,16 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from builders import CLI
 from specfrontier.testing.synthetic_models import SyntheticPair
 
 pytestmark = pytest.mark.engine
-
-CLI = [sys.executable, "-c", "from specfrontier.cli import main; main()"]
 
 
 def _cells(store: Path) -> int:

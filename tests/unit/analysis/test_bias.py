@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from builders import back_to_back, record_ms
-from specfrontier.analysis import RunData, load_run
+from builders import StoredRun, steady_cell
+from specfrontier.analysis import RunData
 from specfrontier.analysis.bias import optimism_bias
 from specfrontier.records import SpecCounters
 from specfrontier.report import print_report, report_json, report_markdown
-from specfrontier.store import Store
 
 # workload -> setting -> C -> aggregate tok/s per repeat (three repeats, ranges do not overlap across settings)
 TABLE = {
@@ -33,29 +32,17 @@ ACCEPT = {"synthetic-greedy@greedy": (80, 100), "humaneval@greedy": (40, 100)}  
 
 @pytest.fixture
 def data(tmp_path: Path) -> RunData:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    for pos, name in enumerate(("baseline", "ngram")):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done", command=("llama-server", "--alias", name))
+    run = StoredRun(tmp_path / "s.db")
+    for name in ("baseline", "ngram"):
+        run.setting(name, status="done", command=("llama-server", "--alias", name))
     for workload, by_setting in TABLE.items():
+        accepted, drafted = ACCEPT[workload]
         for name, by_c in by_setting.items():
+            read = SpecCounters(drafted, accepted, 50) if name == "ngram" else None
             for c, aggs in by_c.items():
-                for rep, agg in enumerate(aggs):
-                    tokens = [agg // c] * c
-                    tokens[0] += agg % c
-                    accepted, drafted = ACCEPT[workload]
-                    store.record_cell(
-                        run_id,
-                        setting_id=name,
-                        workload=workload,
-                        concurrency=c,
-                        repeat=rep,
-                        requests=back_to_back([record_ms(0, 100, 1000, t) for t in tokens]),
-                        counters=SpecCounters(drafted, accepted, 50) if name == "ngram" else None,
-                        acceptance_source="metrics" if name == "ngram" else None,
-                    )
-    return load_run(store, run_id)
+                cells = (steady_cell(c, agg) for agg in aggs)
+                run.repeats(name, c, cells, counters=[read] * len(aggs), workload=workload)
+    return run.data()
 
 
 def test_bias_states_acceptance_and_gain_kept_against_the_synthetic_best_case(data: RunData) -> None:

@@ -7,19 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from builders import back_to_back
-from builders import record_ms as _record
+from builders import StoredRun, steady_cell
 from specfrontier.analysis import (
     Crossover,
     RunData,
     best_per_concurrency,
     crossovers,
-    load_run,
     recommend,
     speedup,
 )
-from specfrontier.records import RequestRecord
-from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
 
@@ -27,38 +23,18 @@ Table = dict[str, dict[int, list[int]]]
 """setting -> concurrency -> aggregate tok/s of each repeat; the first setting is the baseline."""
 
 
-def _repeat(c: int, agg: int) -> list[RequestRecord]:
-    """Rounds of C requests, each round sent at once and ended 1000 ms later, carrying `agg` tokens in all,
-    back to back: exactly `agg` tok/s, in the steady state and over the whole window."""
-    tokens = [agg // c] * c
-    tokens[0] += agg % c
-    return back_to_back([_record(0, 100, 1000, t) for t in tokens])
-
-
 def _command(name: str) -> tuple[str, ...]:
     return ("/opt/llama/llama-server", "-m", "model.gguf", "--alias", name)
 
 
 def _run(tmp_path: Path, table: Table) -> RunData:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    for pos, (name, by_c) in enumerate(table.items()):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="ok", command=_command(name))
+    run = StoredRun(tmp_path / "s.db")
+    for name, by_c in table.items():
+        run.setting(name, status="ok", command=_command(name))
         for c, aggs in by_c.items():
-            for rep, agg in enumerate(aggs):
-                store.record_cell(
-                    run_id,
-                    setting_id=name,
-                    workload="w",
-                    concurrency=c,
-                    repeat=rep,
-                    requests=_repeat(c, agg),
-                    counters=None,
-                    acceptance_source=None,
-                )
-    data = load_run(store, run_id)
-    store.close()
+            run.repeats(name, c, (steady_cell(c, agg) for agg in aggs))
+    data = run.data()
+    run.close()
     return data
 
 

@@ -7,20 +7,16 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from specfrontier.analysis import load_run
+from builders import StoredRun
 from specfrontier.analysis.deploy import deploy_command
-from specfrontier.store import Store
 
 LAUNCHED = ("/opt/llama-server", "--host", "127.0.0.1", "--port", "36729", "-m", "m.gguf", "--metrics", "-np", "4")
 
 
 def _run(tmp_path: Path, config: dict[str, Any]) -> Any:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config=config, environment={})
-    store.add_setting(run_id, setting_id="baseline", position=0, name="baseline", params={}, speculative=False)
-    store.update_setting(run_id, "baseline", status="done", command=LAUNCHED)
-    data = load_run(store, run_id)
-    store.close()
+    run = StoredRun(tmp_path / "s.db", config=config).setting("baseline", status="done", command=LAUNCHED)
+    data = run.data()
+    run.close()
     return data
 
 

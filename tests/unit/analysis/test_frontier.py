@@ -19,12 +19,9 @@ from specfrontier.analysis.frontier import (
 from specfrontier.analysis.summary import RunData
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> RunData:
-    store, run_id = build_run(tmp_path_factory.mktemp("f") / "s.db")
-    loaded = load_run(store, run_id)
-    store.close()
-    return loaded
+@pytest.fixture
+def data(html_run_data: RunData) -> RunData:
+    return html_run_data
 
 
 def test_frontier_points_are_not_dominated_and_the_rest_are(data: RunData) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from builders import StoredRun
 from specfrontier.analysis import load_run, recommend
 from specfrontier.analysis.gate import correctness_gate, is_greedy_workload, unsafe_settings
 from specfrontier.records import RequestRecord
@@ -76,29 +77,17 @@ def test_sampled_workloads_and_failed_requests_are_not_compared() -> None:
 
 
 def _store_run(tmp_path: Path, *, allow_unsafe: bool) -> tuple[Store, str]:
-    store = Store(tmp_path / f"s{allow_unsafe}.db")
-    run_id = store.create_run(engine="llamacpp", config={"allow_unsafe": allow_unsafe}, environment={})
+    run = StoredRun(tmp_path / f"s{allow_unsafe}.db", config={"allow_unsafe": allow_unsafe})
     speeds = {"baseline": 100, "broken": 200}  # the broken setting is much faster: it would win
-    for pos, name in enumerate(speeds):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done", command=("llama-server", "--alias", name))
+    for name in speeds:
+        run.setting(name, status="done", command=("llama-server", "--alias", name))
         texts = TEXTS if name == "baseline" else _altered(5)
-        for rep in range(2):
-            reqs = [
-                RequestRecord(p, 0, 1000 * MS, 100 * MS, completion_tokens=speeds[name] // 10, output_text=t)
-                for p, t in texts.items()
-            ]
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="code@greedy",
-                concurrency=1,
-                repeat=rep,
-                requests=reqs,
-                counters=None,
-                acceptance_source=None,
-            )
-    return store, run_id
+        reqs = [
+            RequestRecord(p, 0, 1000 * MS, 100 * MS, completion_tokens=speeds[name] // 10, output_text=t)
+            for p, t in texts.items()
+        ]
+        run.repeats(name, 1, [reqs, reqs], workload="code@greedy")
+    return run.store, run.run_id
 
 
 def test_an_unsafe_setting_is_left_out_of_recommendations_unless_allowed(tmp_path: Path) -> None:

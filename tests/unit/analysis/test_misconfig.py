@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from builders import back_to_back, closed_loop_ms, run_virtual
+from builders import StoredRun, back_to_back, closed_loop_ms, run_virtual
 from specfrontier.analysis import RunData, load_run
 from specfrontier.analysis.misconfig import (
     DRAFTED_NOTHING,
@@ -28,7 +28,6 @@ from specfrontier.engines.vllm import VllmSetting
 from specfrontier.records import SpecCounters
 from specfrontier.report import report_json
 from specfrontier.sim import SimProfile, load_profile
-from specfrontier.store import Store
 
 DRAFT = {"spec_type": "draft-simple", "draft_n_max": 4}
 
@@ -42,24 +41,12 @@ def _run(
 ) -> RunData:
     """A llama.cpp run at C=1: baseline and one draft-model setting; request lengths per repeat (64 tokens
     each), so per-request tok/s is 64 / (length - first token) per repeat."""
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    for pos, (name, params) in enumerate((("baseline", {}), ("draft", DRAFT))):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=params, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done")
+    run = StoredRun(tmp_path / "s.db")
+    run.setting("baseline", status="done").setting("draft", DRAFT, status="done")
     for name, lengths in (("baseline", base_ms), ("draft", spec_ms)):
-        for rep, length in enumerate(lengths):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=1,
-                repeat=rep,
-                requests=back_to_back(closed_loop_ms(1, 1, length * 10, 64)),
-                counters=counters if name == "draft" else None,
-                acceptance_source="metrics" if name == "draft" and counters else None,
-            )
-    return load_run(store, run_id)
+        cells = (back_to_back(closed_loop_ms(1, 1, length * 10, 64)) for length in lengths)
+        run.repeats(name, 1, cells, counters=[counters if name == "draft" else None] * len(lengths))
+    return run.data()
 
 
 def test_drafts_the_target_rejects_are_flagged_with_the_engines_cause(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builders import closed_loop_ms, record_ms, store_cells
+from builders import StoredRun, closed_loop_ms, record_ms, store_cells
 from specfrontier.analysis import load_run, recommend
 from specfrontier.records import RequestRecord
 from specfrontier.report import print_report, report_json
@@ -63,14 +63,10 @@ def test_the_steady_rate_leaves_out_the_ramp_and_the_drain_the_window_rate_keeps
     after the last send); each request's 30 tokens are spread over its decode time (first token to end),
     so the last round counts only its share before 6 s. The window (0-6.9 s) counts ramp and drain too."""
     records = closed_loop_ms(4, 5, 1000, 30) + [record_ms(5000, 5050, 6000 + 300 * i, 30) for i in range(4)]
-    store = Store(tmp_path / "t.db")
-    run_id = store.create_run(engine="external", config={"repeats": 1}, environment={"engine_version": "x"})
-    store.add_setting(run_id, setting_id="a", position=0, name="a", params={}, speculative=False)
-    store.record_cell(
-        run_id, setting_id="a", workload="w", concurrency=4, repeat=0, requests=records, counters=None,
-        acceptance_source=None,
-    )  # fmt: skip
-    cell = load_run(store, run_id).cells[0]
+    run = StoredRun(tmp_path / "t.db", "external", config={"repeats": 1}, environment={"engine_version": "x"})
+    run.setting("a")
+    run.cell("a", 4, records)
+    cell = run.data().cells[0]
     inside = 16 * 30 + sum(30 * 950 / (950 + 300 * i) for i in range(4))
     assert cell.steady_s.median == 5.0 and cell.steady_concurrency.median == 4.0
     assert cell.steady_tok_s.median is not None and abs(cell.steady_tok_s.median - inside / 5.0) < 1e-6
@@ -81,15 +77,11 @@ def test_the_steady_rate_leaves_out_the_ramp_and_the_drain_the_window_rate_keeps
 def test_a_span_under_four_request_lifetimes_is_too_short(tmp_path: Path) -> None:
     """Four rounds: steady from 1 s to 4 s, 3 lifetimes of 1 s: too short at C=4 (its edges cut requests in
     progress); the same records labelled C=1 are a whole window, never too short."""
-    store = Store(tmp_path / "l.db")
-    run_id = store.create_run(engine="external", config={"repeats": 1}, environment={"engine_version": "x"})
-    store.add_setting(run_id, setting_id="a", position=0, name="a", params={}, speculative=False)
+    run = StoredRun(tmp_path / "l.db", "external", config={"repeats": 1}, environment={"engine_version": "x"})
+    run.setting("a")
     for c in (1, 4):
-        store.record_cell(
-            run_id, setting_id="a", workload="w", concurrency=c, repeat=0, requests=closed_loop_ms(4, 4, 1000, 30),
-            counters=None, acceptance_source=None,
-        )  # fmt: skip
-    data = load_run(store, run_id)
+        run.cell("a", c, closed_loop_ms(4, 4, 1000, 30))
+    data = run.data()
     four, one = data.cell("a", 4), data.cell("a", 1)
     assert four is not None and one is not None
     assert four.steady_s.median == 3.0 and four.min_steady_s == 4.0 and four.steady_too_short
@@ -102,15 +94,11 @@ def test_a_span_under_four_request_lifetimes_is_too_short(tmp_path: Path) -> Non
 
 
 def test_an_open_loop_cell_takes_its_rate_from_the_measured_span_of_its_schedule(tmp_path: Path) -> None:
-    store = Store(tmp_path / "o.db")
-    run_id = store.create_run(engine="external", config={"repeats": 1}, environment={"engine_version": "x"})
-    store.add_setting(run_id, setting_id="a", position=0, name="a", params={}, speculative=False)
+    run = StoredRun(tmp_path / "o.db", "external", config={"repeats": 1}, environment={"engine_version": "x"})
+    run.setting("a")
     facts = {"target_rate": 1.0, "measured_span_tok_s": 20.0, "measured_span_s": 5.0}
-    store.record_cell(
-        run_id, setting_id="a", workload="w", concurrency=0, repeat=0, requests=_staggered(30), counters=None,
-        acceptance_source=None, request_rate=1.0, load=facts,
-    )  # fmt: skip
-    cell = load_run(store, run_id).cells[0]
+    run.cell("a", 0, _staggered(30), request_rate=1.0, load=facts)
+    cell = run.data().cells[0]
     assert cell.aggregate_tok_s.median == 20.0  # the span's rate, every sent request's tokens counted
     assert cell.window_tok_s.median is not None and cell.window_tok_s.median != 20.0  # kept beside it
     assert not cell.steady_too_short  # the closed-loop rule does not apply

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from builders import StoredRun
 from builders import record_ms as _record
 from specfrontier.analysis import CellSummary, OverRepeats, RunData, load_run
 from specfrontier.errors import StoreError
 from specfrontier.records import RequestRecord, SpecCounters
-from specfrontier.store import Store
 
 MS = 1_000_000  # ns per ms
 
@@ -22,60 +22,36 @@ def _repeat(c: int, agg: int, ttft_ms: int = 100) -> list[RequestRecord]:
     return [_record(0, ttft_ms, 1000, t) for t in tokens]
 
 
-def _store(path: Path) -> tuple[Store, str]:
-    store = Store(path)
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    for pos, name in enumerate(("baseline", "ngram", "draft", "broken")):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-    return store, run_id
-
-
-def _add(
-    store: Store,
-    run_id: str,
-    setting: str,
-    c: int,
-    repeats: list[list[RequestRecord]],
-    counters: list[SpecCounters | None] | None = None,
-) -> None:
-    for rep, requests in enumerate(repeats):
-        store.record_cell(
-            run_id,
-            setting_id=setting,
-            workload="w",
-            concurrency=c,
-            repeat=rep,
-            requests=requests,
-            counters=counters[rep] if counters else None,
-            acceptance_source="metrics" if counters and counters[rep] else None,
-        )
+def _store(path: Path) -> StoredRun:
+    run = StoredRun(path)
+    for name in ("baseline", "ngram", "draft", "broken"):
+        run.setting(name)
+    return run
 
 
 @pytest.fixture
 def data(tmp_path: Path) -> RunData:
-    store, run_id = _store(tmp_path / "s.db")
+    run = _store(tmp_path / "s.db")
     # Repeats stored out of order on purpose: the median must not depend on the order.
-    _add(store, run_id, "baseline", 1, [_repeat(1, 82, 300), _repeat(1, 80, 100), _repeat(1, 81, 200)])
-    _add(store, run_id, "baseline", 4, [_repeat(4, 95), _repeat(4, 105), _repeat(4, 100)])  # range = 10%: not noisy
-    _add(store, run_id, "ngram", 2, [_repeat(2, 125), _repeat(2, 110), _repeat(2, 115)])  # 15/115 = 13%: noisy
-    _add(
-        store,
-        run_id,
+    run.repeats("baseline", 1, [_repeat(1, 82, 300), _repeat(1, 80, 100), _repeat(1, 81, 200)])
+    run.repeats("baseline", 4, [_repeat(4, 95), _repeat(4, 105), _repeat(4, 100)])  # range = 10%: not noisy
+    run.repeats("ngram", 2, [_repeat(2, 125), _repeat(2, 110), _repeat(2, 115)])  # 15/115 = 13%: noisy
+    run.repeats(
         "ngram",
         1,
         [_repeat(1, 100), _repeat(1, 104), _repeat(1, 108)],
-        [
+        counters=[
             SpecCounters(10, 5, 4, (3, 2)),
             SpecCounters(30, 6, 10, (4, 2)),
             SpecCounters(60, 30, 20, (20, 10, 0)),
         ],
     )
     # One failed request in the second repeat (inside the 0..1000 ms window).
-    _add(store, run_id, "draft", 2, [_repeat(2, 60), [*_repeat(2, 60), _record(0, None, 500, None, "boom")]])
+    run.repeats("draft", 2, [_repeat(2, 60), [*_repeat(2, 60), _record(0, None, 500, None, "boom")]])
     # A stored cell with no requests is skipped, not summarised.
-    _add(store, run_id, "draft", 4, [[]])
-    loaded = load_run(store, run_id)
-    store.close()
+    run.repeats("draft", 4, [[]])
+    loaded = run.data()
+    run.close()
     return loaded
 
 
@@ -117,12 +93,12 @@ def test_noisy_flag_is_relative_mad_over_ten_percent(data: RunData, tmp_path: Pa
     assert outlier.aggregate_tok_s.relative_mad == pytest.approx(5 / 115)
     assert not outlier.noisy
     assert not _cell(data, "ngram", 1).noisy  # MAD 4 / 104
-    store, run_id = _store(tmp_path / "noisy.db")
+    run = _store(tmp_path / "noisy.db")
     # [100, 120, 140]: MAD 20 / 120 = 16.7% -> noisy; [100, 110, 120]: MAD 10 / 110 = 9.1% -> not
-    _add(store, run_id, "baseline", 1, [_repeat(1, 100), _repeat(1, 120), _repeat(1, 140)])
-    _add(store, run_id, "ngram", 1, [_repeat(1, 100), _repeat(1, 110), _repeat(1, 120)])
-    loaded = load_run(store, run_id)
-    store.close()
+    run.repeats("baseline", 1, [_repeat(1, 100), _repeat(1, 120), _repeat(1, 140)])
+    run.repeats("ngram", 1, [_repeat(1, 100), _repeat(1, 110), _repeat(1, 120)])
+    loaded = run.data()
+    run.close()
     assert _cell(loaded, "baseline", 1).aggregate_tok_s.relative_mad == pytest.approx(20 / 120)
     assert _cell(loaded, "baseline", 1).noisy
     assert not _cell(loaded, "ngram", 1).noisy
@@ -158,11 +134,11 @@ def test_run_shape(data: RunData) -> None:
 
 
 def test_client_limited_when_requests_do_not_overlap(tmp_path: Path) -> None:
-    store, run_id = _store(tmp_path / "s.db")
+    run = _store(tmp_path / "s.db")
     # C=2 asked, but the two requests ran one after the other: achieved concurrency 1.0 < 0.8 * 2
-    _add(store, run_id, "baseline", 2, [[_record(0, 10, 500, 10), _record(500, 510, 1000, 10)]])
-    cell = _cell(load_run(store, run_id), "baseline", 2)
-    store.close()
+    run.repeats("baseline", 2, [[_record(0, 10, 500, 10), _record(500, 510, 1000, 10)]])
+    cell = _cell(run.data(), "baseline", 2)
+    run.close()
     assert cell.achieved_concurrency.median == pytest.approx(1.0)
     assert cell.client_limited
 
@@ -175,7 +151,7 @@ def test_figure_of_ignores_missing_values() -> None:
 
 
 def test_load_run_of_unknown_run_is_a_store_error(tmp_path: Path) -> None:
-    store, _ = _store(tmp_path / "s.db")
+    run = _store(tmp_path / "s.db")
     with pytest.raises(StoreError, match="run = 'nope'"):
-        load_run(store, "nope")
-    store.close()
+        load_run(run.store, "nope")
+    run.close()

@@ -11,9 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestServer
 
-from builders import load_benchmark
+from builders import load_benchmark, serving
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.metrics.window import cell_metrics
@@ -199,12 +198,8 @@ class TestSchedule:
 @pytest.fixture
 async def fidelity_url() -> AsyncIterator[tuple[str, object]]:
     server = fs.FidelityServer(fs.Schedule(ttft_ms=1.0, itl_ms=1.0, align="step"))
-    test_server = TestServer(server.app(), host="127.0.0.1")
-    await test_server.start_server()
-    try:
-        yield str(test_server.make_url("")).rstrip("/"), server
-    finally:
-        await test_server.close()
+    async with serving(server.app()) as root:
+        yield root.rstrip("/"), server
 
 
 async def test_our_client_against_the_fidelity_server_matches_every_chunk(fidelity_url: tuple[str, object]) -> None:

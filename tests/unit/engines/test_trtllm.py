@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 import yaml
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import serving
 from specfrontier.config.load import load_config, parse_config
 from specfrontier.engines.trtllm import (
     DEFAULT_STATS_CAP,
@@ -320,12 +320,8 @@ class FakeServer:
 
 
 async def _served(fake: FakeServer) -> AsyncIterator[str]:
-    server = TestServer(fake.app(), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
+    async with serving(fake.app()) as root:
+        yield root.rstrip("/")
 
 
 async def test_window_counters_are_a_running_total_across_draining_reads() -> None:

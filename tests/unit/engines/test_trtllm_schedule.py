@@ -3,20 +3,18 @@ uses, the simulator face reading it, and a verified schedule measured end to end
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
+from builders import SimFace, trtllm_face_engine
 from schedule_rules import trtllm_lookup
 from specfrontier.analysis import load_run
 from specfrontier.analysis.schedule_check import verify_schedules
-from specfrontier.config.load import parse_config
 from specfrontier.engines.trtllm import TrtllmEngine, TrtllmSetting, llm_api_options
 from specfrontier.errors import ConfigError
-from specfrontier.runs.sweep import open_sweep
 from specfrontier.schedules.verify import SCHEDULE_SETTING
 from specfrontier.sim.trtllm_serve import resolve_speculation
 
@@ -69,16 +67,9 @@ def test_the_face_runs_the_schedule_as_trtllm_reads_it() -> None:
         resolve_speculation({**spec, "draft_len_schedule": {7: 2}}, 64)
 
 
-async def test_verify_schedule_measures_a_trtllm_schedule_through_the_face(tmp_path: Path) -> None:
+async def test_verify_schedule_measures_a_trtllm_schedule_through_the_face(tmp_path: Path, sim_face: SimFace) -> None:
     config = {
-        "engine": {
-            "name": "trtllm",
-            "model": "/models/target",
-            "speculative_model": "/models/eagle3",
-            "launcher": [sys.executable, "-m", "specfrontier.sim.trtllm_serve"],
-            "startup_timeout_s": 30,
-            "extra_args": ["--sim_time_scale", "20"],
-        },
+        "engine": trtllm_face_engine(),
         "settings": [
             {"name": "baseline"},
             {"name": "eagle3-1", "decoding_type": "Eagle3", "max_draft_len": 1},
@@ -98,7 +89,7 @@ async def test_verify_schedule_measures_a_trtllm_schedule_through_the_face(tmp_p
         "max_client_lag_share": 1.0,  # 20-50 ms requests: a busy host's client lag must not decide the schedule
         "store": str(tmp_path / "t.db"),
     }
-    sweep, run_id = open_sweep(parse_config(config), None, resume=None)
+    sweep, run_id = sim_face.open(config)
     await sweep.run(run_id)
     run = load_run(sweep.store, run_id)
     # depth 4 is the best at every level with a steady state: the schedule is one range, the static eagle3-4,

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from builders import closed_loop_ms
+from builders import StoredRun, closed_loop_ms
 from specfrontier.analysis import load_run
 from specfrontier.cli.schedule import run_schedule
 from specfrontier.engines.vllm import VllmAdapter, VllmEngine, VllmSetting, VllmTuneConfig
@@ -83,22 +83,16 @@ def _vllm_run(tmp_path: Path) -> Store:
     """A stored vLLM run: k4 wins at C = 1, k2 at C = 4 (a depth schedule 4 -> 2), commands as launched."""
     config = VllmTuneConfig(engine=_engine(), settings=(VllmSetting(name="baseline"), K2, K4), concurrency=(1, 4),
                             repeats=2, store=tmp_path / "s.db")  # fmt: skip
-    store = Store(config.store)
-    run_id = store.create_run(engine="vllm", config=config.model_dump(mode="json"), environment={})
+    run = StoredRun(config.store, "vllm", config=config.model_dump(mode="json"))
     adapter = VllmAdapter(config.engine)
     tokens = {"baseline": (10, 10), "ngram-k2": (20, 30), "ngram-k4": (30, 20)}
     for pos, setting in enumerate(config.settings):
-        name = setting.name
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=setting.parameters(),
-                          speculative=setting.speculative)  # fmt: skip
         argv = adapter.command(setting, port=36000 + pos, max_concurrency=4)
-        store.update_setting(run_id, name, status="done", command=argv, capacity=4)
-        for c, per_request in zip((1, 4), tokens[name], strict=True):
-            for repeat in range(2):
-                records = closed_loop_ms(c, 8, 1000, per_request)
-                store.record_cell(run_id, setting_id=name, workload="w", concurrency=c, repeat=repeat,
-                                  requests=records, counters=None, acceptance_source=None)  # fmt: skip
-    return store
+        run.setting(setting.name, setting.parameters(), speculative=setting.speculative, status="done", command=argv,
+                    capacity=4)  # fmt: skip
+        for c, per_request in zip((1, 4), tokens[setting.name], strict=True):
+            run.repeats(setting.name, c, [closed_loop_ms(c, 8, 1000, per_request)] * 2)
+    return run.store
 
 
 def test_recommended_and_scheduled_commands_carry_the_measured_environment(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -11,13 +12,14 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import chat_app, serving
 from specfrontier.load.client import StreamingClient, build_request_body
-from specfrontier.records import Prompt, RequestSpecStats, Sampling
+from specfrontier.records import Prompt, RequestRecord, RequestSpecStats, Sampling
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MakeServer = Callable[[Handler], Awaitable[str]]
+SendOne = Callable[..., Awaitable[RequestRecord]]
 
 CHAT = Prompt(prompt_id="p-chat", category="qa", api="chat", max_tokens=16, messages=(("user", "hi"),))
 COMPLETION = Prompt(prompt_id="p-code", category="code", api="completion", max_tokens=8, text="def f(")
@@ -28,20 +30,27 @@ MS = 1_000_000
 @pytest.fixture
 async def make_server() -> AsyncIterator[MakeServer]:
     """Start one server per handler on 127.0.0.1, port 0; all are closed after the test."""
-    servers: list[TestServer] = []
+    async with contextlib.AsyncExitStack() as servers:
 
-    async def start(handler: Handler) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        app.router.add_post("/v1/completions", handler)
-        server = TestServer(app, host="127.0.0.1", port=0)
-        await server.start_server()
-        servers.append(server)
-        return str(server.make_url("/"))
+        async def start(handler: Handler) -> str:
+            app = chat_app(handler)
+            app.router.add_post("/v1/completions", handler)
+            return await servers.enter_async_context(serving(app))
 
-    yield start
-    for server in servers:
-        await server.close()
+        yield start
+
+
+@pytest.fixture
+def send_one(make_server: MakeServer) -> SendOne:
+    """Serve `handler`, send one prompt (CHAT unless named) through a new client (`options`: StreamingClient's)
+    with greedy sampling, and return its record."""
+
+    async def send(handler: Handler, prompt: Prompt = CHAT, **options: Any) -> RequestRecord:
+        url = await make_server(handler)
+        async with StreamingClient(url, **options) as client:
+            return await client.send(prompt, GREEDY)
+
+    return send
 
 
 def sse(obj: Mapping[str, Any] | str) -> bytes:
@@ -123,7 +132,7 @@ async def test_chat_stream_timestamps_usage_and_body(make_server: MakeServer) ->
     ]
 
 
-async def test_multi_token_chunks_take_usage_from_server(make_server: MakeServer) -> None:
+async def test_multi_token_chunks_take_usage_from_server(send_one: SendOne) -> None:
     """Three chunks of 3 tokens each: completion_tokens must be 9, never the chunk count 3."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -141,9 +150,7 @@ async def test_multi_token_chunks_take_usage_from_server(make_server: MakeServer
             ],
         )
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error is None
     assert rec.completion_tokens == 9
     assert len(rec.chunk_ns) == 3
@@ -151,7 +158,7 @@ async def test_multi_token_chunks_take_usage_from_server(make_server: MakeServer
     assert rec.finish_reason == "length"
 
 
-async def test_llama_cpp_final_chunk_usage_timings_and_spec(make_server: MakeServer) -> None:
+async def test_llama_cpp_final_chunk_usage_timings_and_spec(send_one: SendOne) -> None:
     """llama.cpp: per-token timings (predicted_n), usage and spec counts in a final `choices: []` chunk."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -177,9 +184,7 @@ async def test_llama_cpp_final_chunk_usage_timings_and_spec(make_server: MakeSer
             return None
         return RequestSpecStats(draft_tokens=t["draft_n"], accepted_tokens=t["draft_n_accepted"])
 
-    url = await make_server(handler)
-    async with StreamingClient(url, spec_stats_extractor=extractor) as client:
-        rec = await client.send(COMPLETION, GREEDY)
+    rec = await send_one(handler, COMPLETION, spec_stats_extractor=extractor)
     assert rec.error is None
     assert rec.output_text == "x = 1\n"
     assert rec.chunk_tokens == (4, 5)
@@ -187,7 +192,7 @@ async def test_llama_cpp_final_chunk_usage_timings_and_spec(make_server: MakeSer
     assert rec.spec == RequestSpecStats(draft_tokens=12, accepted_tokens=6)
 
 
-async def test_events_of_one_read_share_one_timestamp(make_server: MakeServer) -> None:
+async def test_events_of_one_read_share_one_timestamp(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         both = sse(chat_chunk("one")) + sse(chat_chunk(" two"))
         return await stream(
@@ -195,9 +200,7 @@ async def test_events_of_one_read_share_one_timestamp(make_server: MakeServer) -
             [both, 0.2, sse(chat_chunk(finish="stop", usage=usage(1, 2))), sse("[DONE]")],
         )
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error is None
     assert rec.chunk_ns[0] == rec.chunk_ns[1]  # one write -> one read -> one clock reading
     # The end comes from a later read, the pause after the first; on a loaded machine the first read
@@ -205,7 +208,7 @@ async def test_events_of_one_read_share_one_timestamp(make_server: MakeServer) -
     assert rec.end_ns - rec.chunk_ns[1] >= 150 * MS
 
 
-async def test_reasoning_content_counts_for_ttft_not_for_text(make_server: MakeServer) -> None:
+async def test_reasoning_content_counts_for_ttft_not_for_text(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         think = {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]}
         return await stream(
@@ -219,9 +222,7 @@ async def test_reasoning_content_counts_for_ttft_not_for_text(make_server: MakeS
             ],
         )
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error is None
     assert rec.output_text == "ok"
     assert len(rec.chunk_ns) == 2
@@ -229,13 +230,11 @@ async def test_reasoning_content_counts_for_ttft_not_for_text(make_server: MakeS
     assert rec.chunk_ns[1] - rec.chunk_ns[0] >= 45 * MS
 
 
-async def test_http_500_is_recorded_with_truncated_body(make_server: MakeServer) -> None:
+async def test_http_500_is_recorded_with_truncated_body(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": "boom " + "x" * 1000}}, status=500)
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error is not None
     assert rec.error.startswith('http 500: {"error": {"message": "boom xxx')
     assert len(rec.error) == len("http 500: ") + 300
@@ -243,42 +242,36 @@ async def test_http_500_is_recorded_with_truncated_body(make_server: MakeServer)
     assert rec.send_ns < rec.end_ns
 
 
-async def test_malformed_json_is_recorded(make_server: MakeServer) -> None:
+async def test_malformed_json_is_recorded(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream(request, [sse(chat_chunk("a")), b"data: {not json\n\n", sse("[DONE]")])
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error == "malformed SSE data: '{not json'"
     assert rec.output_text == "a"  # what arrived before the failure is kept
     assert rec.end_ns >= rec.chunk_ns[0]
 
 
-async def test_error_object_in_stream_is_recorded(make_server: MakeServer) -> None:
+async def test_error_object_in_stream_is_recorded(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream(request, [b'error: {"code": 400, "message": "context full"}\n\n'])
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error == 'server error event: {"code": 400, "message": "context full"}'
 
 
-async def test_stream_that_ends_early_is_recorded(make_server: MakeServer) -> None:
+async def test_stream_that_ends_early_is_recorded(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream(request, [sse(chat_chunk("a")), sse(chat_chunk("b")), b'data: {"cho'])
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error == "stream ended without [DONE] (an unterminated event was discarded)"
     assert rec.output_text == "ab"
     assert rec.completion_tokens is None
     assert rec.chunk_ns[1] <= rec.end_ns
 
 
-async def test_connection_dropped_mid_stream_is_recorded(make_server: MakeServer) -> None:
+async def test_connection_dropped_mid_stream_is_recorded(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -288,21 +281,17 @@ async def test_connection_dropped_mid_stream_is_recorded(make_server: MakeServer
         request.transport.close()  # chunked body never terminated
         return resp
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error is not None
     assert rec.error.startswith("connection error: ClientPayloadError"), rec.error
     assert rec.output_text == "a"
 
 
-async def test_stream_without_usage_is_recorded(make_server: MakeServer) -> None:
+async def test_stream_without_usage_is_recorded(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream(request, [sse(chat_chunk("a", finish="stop")), sse("[DONE]")])
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error is not None and rec.error.startswith("stream ended without usage"), rec.error
     assert rec.finish_reason == "stop"
 
@@ -321,23 +310,19 @@ async def test_stream_without_usage_counts_chunks_when_asked(make_server: MakeSe
     assert client.chunk_counted == 1
 
 
-async def test_stream_without_finish_reason_is_recorded(make_server: MakeServer) -> None:
+async def test_stream_without_finish_reason_is_recorded(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream(request, [sse(chat_chunk("a")), sse({"choices": [], "usage": usage(1, 1)}), sse("[DONE]")])
 
-    url = await make_server(handler)
-    async with StreamingClient(url) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler)
     assert rec.error == "stream ended without finish_reason"
 
 
-async def test_slow_server_hits_the_timeout(make_server: MakeServer) -> None:
+async def test_slow_server_hits_the_timeout(send_one: SendOne) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await stream(request, [sse(chat_chunk("a")), 5.0, sse("[DONE]")])
 
-    url = await make_server(handler)
-    async with StreamingClient(url, timeout_s=0.3) as client:
-        rec = await client.send(CHAT, GREEDY)
+    rec = await send_one(handler, timeout_s=0.3)
     assert rec.error == "timeout after 0.3 s"
     assert rec.first_token_ns is not None  # the first chunk came before the deadline
     elapsed_ms = (rec.end_ns - rec.send_ns) / MS
@@ -507,7 +492,7 @@ async def test_keep_alive_off_with_an_injected_session_is_refused() -> None:
             StreamingClient("http://127.0.0.1:1", session=session, keep_alive=False)
 
 
-async def test_extra_body_fields_are_sent_with_every_request(make_server: MakeServer) -> None:
+async def test_extra_body_fields_are_sent_with_every_request(send_one: SendOne) -> None:
     bodies: list[dict[str, Any]] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -516,9 +501,7 @@ async def test_extra_body_fields_are_sent_with_every_request(make_server: MakeSe
             request, [sse(chat_chunk("a")), sse(chat_chunk(None, "stop", usage=usage(2, 1))), sse("[DONE]")]
         )
 
-    url = await make_server(handler)
-    async with StreamingClient(url, extra_body={"cache_prompt": False}) as client:
-        record = await client.send(CHAT, GREEDY)
+    record = await send_one(handler, extra_body={"cache_prompt": False})
     assert record.error is None
     assert bodies[0]["cache_prompt"] is False
     assert bodies[0]["messages"] == [{"role": "user", "content": "hi"}]

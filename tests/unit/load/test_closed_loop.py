@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import chat_app, one_token_reply, serving
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.records import Prompt, RequestRecord, Sampling
@@ -50,27 +49,17 @@ class GatedServer:
         # Leave the count before the last byte goes out: the client may send its next request
         # as soon as it reads [DONE].
         self.in_flight -= 1
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
-        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
-        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
+        return await one_token_reply(request)
 
 
 @pytest.fixture
 async def gated() -> AsyncIterator[GatedServer]:
     state = GatedServer()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", state.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    state.url = str(server.make_url("/"))
-    yield state
-    for gate in state.gates:  # never leave a handler waiting
-        gate.set()
-    await server.close()
+    async with serving(chat_app(state.handle)) as url:
+        state.url = url
+        yield state
+        for gate in state.gates:  # never leave a handler waiting
+            gate.set()
 
 
 async def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 
 import numpy as np
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import chat_app, one_token_reply, serving
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.open_loop import (
     OpenLoopResult,
@@ -87,24 +86,12 @@ class Delayed:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         await asyncio.sleep(self.hold_s)
         self.in_flight -= 1
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
-        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
-        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
+        return await one_token_reply(request)
 
 
 async def _serve(handler: Delayed) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler.handle)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield str(server.make_url("")).rstrip("/")
-    finally:
-        await server.close()
+    async with serving(chat_app(handler.handle)) as url:
+        yield url.rstrip("/")
 
 
 async def test_open_loop_sends_on_schedule_regardless_of_completions() -> None:

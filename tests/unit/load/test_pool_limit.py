@@ -6,17 +6,12 @@ the client, and the server would see (and the report would claim) a concurrency 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import CountingServer, counting_server
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.load.open_loop import run_open_loop
@@ -27,49 +22,15 @@ STREAMS = 150
 PROMPTS = [Prompt(prompt_id="p", category="qa", api="chat", max_tokens=4, messages=(("user", "q"),))]
 
 
-@dataclass
-class HoldingServer:
-    """Holds every stream until `target` are open at once (or a deadline passes), tracking the peak."""
-
-    target: int
-    url: str = ""
-    open_now: int = 0
-    peak: int = 0
-    all_open: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        await request.read()
-        self.open_now += 1
-        self.peak = max(self.peak, self.open_now)
-        if self.open_now >= self.target:
-            self.all_open.set()
-        # A capped client never reaches the target: release after a deadline so the test fails fast.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.all_open.wait(), timeout=30.0)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
-        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
-        self.open_now -= 1
-        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
-
-
 @pytest.fixture
-async def holding() -> AsyncIterator[HoldingServer]:
-    state = HoldingServer(target=STREAMS)
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", state.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    state.url = str(server.make_url("/"))
-    yield state
-    state.all_open.set()
-    await server.close()
+async def holding() -> AsyncIterator[CountingServer]:
+    """Holds every stream until STREAMS are open at once (or 30 s pass: a capped client never gets there,
+    and the test fails fast), tracking the peak."""
+    async with counting_server(gate_at=STREAMS, gate_timeout_s=30.0) as state:
+        yield state
 
 
-async def test_more_than_100_streams_are_all_in_flight_at_once(holding: HoldingServer) -> None:
+async def test_more_than_100_streams_are_all_in_flight_at_once(holding: CountingServer) -> None:
     async with StreamingClient(holding.url) as client:
         records, health = await measure_closed_loop(
             client, PROMPTS, Sampling(), concurrency=STREAMS, num_requests=STREAMS
@@ -81,7 +42,7 @@ async def test_more_than_100_streams_are_all_in_flight_at_once(holding: HoldingS
     assert health.loops == ("asyncio",)  # in this process: the caller's loop
 
 
-async def test_an_injected_session_with_a_capped_pool_is_refused_with_the_fix(holding: HoldingServer) -> None:
+async def test_an_injected_session_with_a_capped_pool_is_refused_with_the_fix(holding: CountingServer) -> None:
     async with aiohttp.ClientSession() as session:  # aiohttp's default connector: limit=100
         client = StreamingClient(holding.url, session=session)
         client._get_session()
@@ -93,7 +54,7 @@ async def test_an_injected_session_with_a_capped_pool_is_refused_with_the_fix(ho
     assert holding.peak == 0  # refused before anything was sent
 
 
-async def test_our_own_session_has_no_pool_cap(holding: HoldingServer) -> None:
+async def test_our_own_session_has_no_pool_cap(holding: CountingServer) -> None:
     async with StreamingClient(holding.url) as client:
         client._get_session()
         assert client.pool_limit() is None

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import chat_app, serving
 from specfrontier.load.client import StreamingClient
 from specfrontier.records import Prompt, RequestSpecStats, Sampling
 
@@ -39,12 +39,8 @@ async def _handler(request: web.Request) -> web.StreamResponse:
 
 @pytest.fixture
 async def url() -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", _handler)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    yield str(server.make_url("/"))
-    await server.close()
+    async with serving(chat_app(_handler)) as root:
+        yield root
 
 
 async def test_a_slow_parse_is_not_charged_to_later_events_of_the_same_read(url: str) -> None:

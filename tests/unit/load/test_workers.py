@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
+from builders import CountingServer, counting_server
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.open_loop import OpenLoopSchedule
 from specfrontier.load.workers import (
@@ -33,52 +28,10 @@ PROMPTS = [
 ]
 
 
-@dataclass
-class CountingServer:
-    """Answers every request after `hold_s`, or, with `gate_at`, holds requests until that many were in
-    flight at once (10 s at most), so a slow-starting worker on a busy machine cannot hide the peak."""
-
-    hold_s: float = 0.2
-    gate_at: int | None = None
-    url: str = ""
-    open_now: int = 0
-    peak: int = 0
-    served: int = 0
-    gate: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        await request.read()
-        self.open_now += 1
-        self.peak = max(self.peak, self.open_now)
-        if self.gate_at is not None:
-            if self.open_now >= self.gate_at:
-                self.gate.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.gate.wait(), timeout=10.0)
-        else:
-            await asyncio.sleep(self.hold_s)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        chunk = {"choices": [{"index": 0, "delta": {"content": "ok"}, "finish_reason": "stop"}]}
-        usage = {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
-        self.open_now -= 1
-        self.served += 1
-        await resp.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
-        await resp.write_eof()
-        return resp
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[CountingServer]:
-    state = CountingServer()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", state.handle)
-    test_server = TestServer(app, host="127.0.0.1", port=0)
-    await test_server.start_server()
-    state.url = str(test_server.make_url("/"))
-    yield state
-    state.gate.set()
-    await test_server.close()
+    async with counting_server() as state:
+        yield state
 
 
 async def test_closed_loop_over_two_workers_keeps_c_in_flight_and_merges_in_order(server: CountingServer) -> None:

@@ -5,32 +5,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builders import closed_loop_ms
-from specfrontier.analysis import load_run
+from builders import StoredRun, closed_loop_ms
 from specfrontier.report import report_markdown
 from specfrontier.report.tables import recommendation_lines
-from specfrontier.store import Store
 
 URL = "http://127.0.0.1:8000"
 
 
 def test_a_one_server_run_says_what_it_measured_and_why_it_prints_no_command(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="vllm", config={"bench": {"repeats": 2}}, environment={})
+    run = StoredRun(tmp_path / "s.db", "vllm", config={"bench": {"repeats": 2}})
     params = {"url": URL, "model": "m", "engine": "vllm", "keep_alive": True}
     # vLLM streams no per-request draft counts, so bench cannot tell from the warmup that it speculates.
-    store.add_setting(run_id, setting_id="vllm", position=0, name="vllm", params=params, speculative=False)
-    store.update_setting(run_id, "vllm", status="done", capacity=4)
+    run.setting("vllm", params, speculative=False, status="done", capacity=4)
     for c in (1, 4):
-        for repeat in range(2):
-            records = closed_loop_ms(c, 8, 1000, 20)
-            store.record_cell(run_id, setting_id="vllm", workload="w", concurrency=c, repeat=repeat,
-                              requests=records, counters=None, acceptance_source=None)  # fmt: skip
-    data = load_run(store, run_id)
+        run.repeats("vllm", c, [closed_loop_ms(c, 8, 1000, 20)] * 2)
+    data = run.data()
     ((head, command, note),) = recommendation_lines(data)
     assert "the only setting measured: nothing to compare it with" in head
     assert "no speculative setting beat" not in head
     assert command == f"(no command: the server at {URL} was measured as it runs; specfrontier did not launch it)"
     assert note == "" and "(no command recorded)" not in report_markdown(data)
     assert "Speedup vs baseline" not in report_markdown(data)
-    store.close()
+    run.close()

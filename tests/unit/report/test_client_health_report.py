@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builders import closed_loop_ms, store_cells
+from builders import StoredRun, closed_loop_ms, store_cells
 from specfrontier.analysis import load_run, recommend
 from specfrontier.load.health import ClientHealth, WorkerHealth
 from specfrontier.records import RequestRecord
@@ -82,25 +82,14 @@ def test_saturated_client_is_stored_marked_flagged_exported_and_not_evidence(tmp
 
 
 def test_cells_without_recorded_health_are_not_flagged(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="external", config={}, environment={})
-    store.add_setting(run_id, setting_id="b", position=0, name="b", params={}, speculative=False)
-    store.record_cell(
-        run_id,
-        setting_id="b",
-        workload="w",
-        concurrency=1,
-        repeat=0,
-        requests=_requests(5),
-        counters=None,
-        acceptance_source=None,
-    )
-    data = load_run(store, run_id)
+    run = StoredRun(tmp_path / "s.db", "external").setting("b")
+    run.cell("b", 1, _requests(5))
+    data = run.data()
     assert data.cells[0].client_health == () and not data.cells[0].client_saturated
     console = Console(record=True, width=220)
     print_report(data, console)
     assert "'c' marks" not in console.export_text()
-    store.close()
+    run.close()
 
 
 def test_no_speed_up_is_quoted_against_a_saturated_baseline(tmp_path: Path) -> None:

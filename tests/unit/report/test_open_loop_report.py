@@ -7,11 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from builders import StoredRun
 from builders import record_ms as _record
-from specfrontier.analysis import load_run
 from specfrontier.records import RequestRecord
 from specfrontier.report import print_report, report_json, report_markdown
-from specfrontier.store import Store
 
 
 def _steady(stall: bool) -> list[RequestRecord]:
@@ -23,31 +22,19 @@ def _steady(stall: bool) -> list[RequestRecord]:
 
 
 def test_open_loop_run_reports_rates_slices_spikes_and_first_request(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="external", config={}, environment={"engine_version": "x"})
-    for pos, name in enumerate(("baseline", "spec")):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done", startup_s=2.0, first_ttft_ms=321.0, first_e2e_ms=987.0)
+    run = StoredRun(tmp_path / "s.db", "external", environment={"engine_version": "x"})
+    for name in ("baseline", "spec"):
+        run.setting(name, status="done", startup_s=2.0, first_ttft_ms=321.0, first_e2e_ms=987.0)
         for rate in (2.0, 5.0):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=0,
-                repeat=0,
-                requests=_steady(stall=(name == "spec" and rate == 5.0)),
-                counters=None,
-                acceptance_source=None,
-                request_rate=rate,
-                load={
-                    "target_rate": rate,
-                    "scheduled_rate": rate * 1.2,
-                    "achieved_rate": rate * 0.5,
-                    "cap_waits": 4,
-                    "send_lag_p99_ms": 1500.0,
-                },
-            )
-    data = load_run(store, run_id)
+            load = {
+                "target_rate": rate,
+                "scheduled_rate": rate * 1.2,
+                "achieved_rate": rate * 0.5,
+                "cap_waits": 4,
+                "send_lag_p99_ms": 1500.0,
+            }
+            run.cell(name, 0, _steady(stall=(name == "spec" and rate == 5.0)), request_rate=rate, load=load)
+    data = run.data()
     assert data.open_loop and data.concurrency_levels == (2.0, 5.0)
 
     console = Console(record=True, width=200)
@@ -67,4 +54,4 @@ def test_open_loop_run_reports_rates_slices_spikes_and_first_request(tmp_path: P
     assert [(s["metric"], s["slice_index"]) for s in cell["spikes"]] == [("ttft", 2)]
     assert exported["settings"][0]["first_ttft_ms"] == 321.0
     assert "### Spikes" in report_markdown(data)
-    store.close()
+    run.close()

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from html_runs import build_run
-from specfrontier.analysis import RunData, load_run
+from specfrontier.analysis import RunData
 from specfrontier.report import plots
 from specfrontier.report.html import _acceptance_table
 
@@ -25,12 +24,9 @@ def _tight_savefig(fig: Figure) -> str:
     return buf.getvalue()
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> RunData:
-    store, run_id = build_run(tmp_path_factory.mktemp("plots") / "s.db")
-    loaded = load_run(store, run_id)
-    store.close()
-    return loaded
+@pytest.fixture
+def data(html_run_data: RunData) -> RunData:
+    return html_run_data
 
 
 def _every_plot(data: RunData) -> dict[str, Callable[[], str | None]]:

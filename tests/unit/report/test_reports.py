@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from builders import back_to_back
-from builders import record_ms as _record
+from builders import CORE_CELL_KEYS, StoredRun, steady_cell
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, load_run, recommend
-from specfrontier.records import RequestRecord, SpecCounters
+from specfrontier.records import SpecCounters
 from specfrontier.report import print_report, report_json, report_markdown
 from specfrontier.store import Store
 
@@ -31,60 +30,27 @@ COUNTERS = SpecCounters(draft_tokens=20, accepted_tokens=10, verify_steps=5, acc
 FAILED_ERROR = "bad flag <--spec|x> rejected\nsecond line"
 
 
-def _repeat(c: int, agg: int) -> list[RequestRecord]:
-    """Rounds of C requests, each round sent at once and ended 1000 ms later, carrying `agg` tokens in all,
-    back to back: exactly `agg` tok/s, in the steady state and over the whole window."""
-    tokens = [agg // c] * c
-    tokens[0] += agg % c
-    return back_to_back([_record(0, 100, 1000, t) for t in tokens])
-
-
 def _command(name: str) -> tuple[str, ...]:
     return ("/opt/my llama/llama-server", "-m", "model.gguf", "--alias", name)
 
 
 @pytest.fixture
 def data(tmp_path: Path) -> RunData:
-    store = Store(tmp_path / "s.db")
     environment = {"engine_version": "b1234", "cpu": "TestCPU", "cpu_count": 4, "platform": "Linux"}
-    run_id = store.create_run(engine="llamacpp", config={}, environment=environment)
+    run = StoredRun(tmp_path / "s.db", environment=environment)
     for pos, (name, by_c) in enumerate(TABLE.items()):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params=PARAMS[name], speculative=pos > 0)
-        store.update_setting(run_id, name, status="ok", command=_command(name), capacity=4, startup_s=1.5)
+        run.setting(name, PARAMS[name], status="ok", command=_command(name), capacity=4, startup_s=1.5)
         for c, aggs in by_c.items():
-            for rep, agg in enumerate(aggs):
-                store.record_cell(
-                    run_id,
-                    setting_id=name,
-                    workload="w",
-                    concurrency=c,
-                    repeat=rep,
-                    requests=_repeat(c, agg),
-                    counters=COUNTERS if pos > 0 else None,
-                    acceptance_source="metrics" if pos > 0 else None,
-                )
-    store.add_setting(run_id, setting_id="broken", position=9, name="broken", params={}, speculative=True)
-    store.update_setting(run_id, "broken", status="failed", error=FAILED_ERROR)
-    store.set_run_status(run_id, "done")
-    loaded = load_run(store, run_id)
-    store.close()
+            run.repeats(
+                name, c, (steady_cell(c, agg) for agg in aggs), counters=[COUNTERS if pos > 0 else None] * len(aggs)
+            )
+    run.setting("broken", position=9, speculative=True, status="failed", error=FAILED_ERROR)
+    loaded = run.status("done").data()
+    run.close()
     return loaded
 
 
 # -- JSON ------------------------------------------------------------------------------------------
-CELL_KEYS = {
-    "setting",
-    "concurrency",
-    "repeats",
-    "per_request_tok_s_p50",
-    "aggregate_tok_s",
-    "ttft_p50_ms",
-    "tpot_p50_ms",
-    "acceptance_rate",
-    "acceptance_length",
-    "capacity",
-    "errors",
-}
 
 
 def test_json_has_the_run_and_one_object_per_cell_equal_to_the_analysis(data: RunData) -> None:
@@ -99,7 +65,7 @@ def test_json_has_the_run_and_one_object_per_cell_equal_to_the_analysis(data: Ru
     assert len(by_key) == 9
     for summary in data.cells:
         cell = by_key[(summary.setting, summary.concurrency)]
-        assert set(cell) >= CELL_KEYS
+        assert set(cell) >= CORE_CELL_KEYS
         assert cell["setting"] == {"name": summary.setting, "parameters": PARAMS[summary.setting]}
         assert cell["repeats"] == summary.repeats == 3
         assert cell["per_request_tok_s_p50"] == summary.per_request_tok_s_p50.median

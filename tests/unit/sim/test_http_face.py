@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from builders import wait_for
 from specfrontier.engines.sglang import SGLangAdapter
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
@@ -67,14 +68,6 @@ def _status(url: str) -> int | None:
         return None
 
 
-def _wait(predicate: Any, timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout_s} s")
-        time.sleep(0.02)
-
-
 class Launcher:
     """Starts faces in their own process groups and stops every one of them, checking nothing is left."""
 
@@ -96,9 +89,9 @@ class Launcher:
         face = Face(proc, port, log)
         self.faces.append(face)
         if wait == "health":
-            _wait(lambda: _status(face.base + "/health") == 200, what="healthy")
+            wait_for(lambda: _status(face.base + "/health") == 200, timeout_s=20, what="healthy")
         elif wait == "listen":
-            _wait(lambda: _status(face.base + "/health") is not None, what="listening")
+            wait_for(lambda: _status(face.base + "/health") is not None, timeout_s=20, what="listening")
         return face
 
     def stop_all(self) -> None:
@@ -111,7 +104,7 @@ class Launcher:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(face.proc.pid, signal.SIGKILL)
                 face.proc.wait()
-            _wait(lambda f=face: not group_alive(f.proc.pid), timeout_s=5, what="group gone")
+            wait_for(lambda f=face: not group_alive(f.proc.pid), timeout_s=5, what="group gone")
             with socket.socket() as sock, pytest.raises(OSError):
                 sock.connect(("127.0.0.1", face.port))  # nothing listens any more
 
@@ -177,7 +170,7 @@ async def test_health_is_503_while_starting_then_200(launch: Launcher) -> None:
     assert _status(face.base + "/health_generate") == 503
     status, _ = await _post(face.base + "/v1/completions", {"prompt": "hi", "max_tokens": 2})
     assert status == 503
-    _wait(lambda: _status(face.base + "/health_generate") == 200, what="healthy")
+    wait_for(lambda: _status(face.base + "/health_generate") == 200, timeout_s=20, what="healthy")
     assert "fired up and ready to roll" in face.log_text()
 
 
@@ -283,7 +276,7 @@ async def test_hang_and_slow_start(launch: Launcher) -> None:
     slow = launch.start(*STEPS3, "--slow-start", "1.2", "--startup-s", "0", wait="listen")
     spawned = time.monotonic()
     assert _status(slow.base + "/health") == 503
-    _wait(lambda: _status(slow.base + "/health") == 200, what="slow start over")
+    wait_for(lambda: _status(slow.base + "/health") == 200, timeout_s=20, what="slow start over")
     assert time.monotonic() - spawned > 0.5
     assert _status(hung.base + "/health") == 503 and hung.proc.poll() is None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import StoredRun
 from builders import record_ms as _record
 from specfrontier.errors import StoreError
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
@@ -19,26 +20,16 @@ MS = 1_000_000  # ns per ms
 
 
 def _store_with_setting(path: Path, *names: str) -> tuple[Store, str]:
-    store = Store(path)
-    run_id = store.create_run(engine="llamacpp", config={"repeats": 3}, environment={"cpu": "x"})
-    for i, name in enumerate(names or ("baseline",)):
-        store.add_setting(run_id, setting_id=name, position=i, name=name, params={}, speculative=i > 0)
-    return store, run_id
+    run = StoredRun(path, config={"repeats": 3}, environment={"cpu": "x"})
+    for name in names or ("baseline",):
+        run.setting(name)
+    return run.store, run.run_id
 
 
 def _cell(
     store: Store, run_id: str, requests: list[RequestRecord], *, repeat: int = 0, setting: str = "baseline"
 ) -> int:
-    return store.record_cell(
-        run_id,
-        setting_id=setting,
-        workload="w",
-        concurrency=2,
-        repeat=repeat,
-        requests=requests,
-        counters=None,
-        acceptance_source=None,
-    )
+    return StoredRun.of(store, run_id).cell(setting, 2, requests, repeat=repeat)
 
 
 # Every field set to something unusual at least once: huge perf_counter stamps, chunk tuples, None and

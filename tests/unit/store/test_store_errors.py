@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from builders import chmod_binds, record_ms
+from builders import StoredRun, chmod_binds, record_ms
 from specfrontier.errors import StoreError
 from specfrontier.store import Store
 from specfrontier.store.connect import Access, connect, read_only_access, side_files, uri
@@ -25,12 +24,10 @@ CHMOD_BINDS = chmod_binds()
 
 def _filled(path: Path, *, cells: int = 6, requests: int = 8) -> tuple[Store, str]:
     """An open store with one run of `cells` cells; long texts make the file span many pages."""
-    store = Store(path)
-    run_id = store.create_run(engine="llamacpp", config={"repeats": cells}, environment={})
-    store.add_setting(run_id, setting_id="b", position=0, name="b", params={}, speculative=False)
+    run = StoredRun(path, config={"repeats": cells}).setting("b")
     for repeat in range(cells):
-        _cell(store, run_id, repeat, requests)
-    return store, run_id
+        _cell(run.store, run.run_id, repeat, requests)
+    return run.store, run.run_id
 
 
 def _text(repeat: int, i: int) -> str:
@@ -40,16 +37,7 @@ def _text(repeat: int, i: int) -> str:
 
 def _cell(store: Store, run_id: str, repeat: int, requests: int = 8) -> int:
     records = [replace(record_ms(0, 10, 100 + i, 30), output_text=_text(repeat, i)) for i in range(requests)]
-    return store.record_cell(
-        run_id,
-        setting_id="b",
-        workload="w",
-        concurrency=1,
-        repeat=repeat,
-        requests=records,
-        counters=None,
-        acceptance_source=None,
-    )
+    return StoredRun.of(store, run_id).cell("b", 1, records, repeat=repeat)
 
 
 def _closed(path: Path, **kwargs: int) -> str:
@@ -60,16 +48,18 @@ def _closed(path: Path, **kwargs: int) -> str:
     return run_id
 
 
+def _reads_immutably(path: Path, run_id: str, *, cells: int) -> None:
+    """Opened read-only, the store at `path` is read through the immutable fallback, all its `cells` cells, and
+    its folder holds nothing else afterwards (no -wal, no -shm)."""
+    store = Store(path, read_only=True)
+    assert store.access is Access.immutable
+    assert len(store.cells(run_id)) == cells
+    store.close()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["runs.db"]
+
+
 def _snapshot(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
-
-
-@pytest.fixture
-def writable_again(tmp_path: Path) -> Iterator[None]:
-    """Give write permission back after a test took it away (so pytest can clean tmp_path)."""
-    yield
-    for p in [tmp_path, *tmp_path.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 def _one_line(exc: pytest.ExceptionInfo[StoreError]) -> str:
@@ -318,11 +308,7 @@ def test_the_immutable_fallback_reads_the_store_and_creates_no_side_file(
     run_id = _closed(path, cells=3)
     before = _snapshot(path)
     monkeypatch.setattr("specfrontier.store.sqlite.side_files_creatable", lambda _path: False)
-    store = Store(path, read_only=True)
-    assert store.access is Access.immutable
-    assert len(store.cells(run_id)) == 3
-    store.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.db"]
+    _reads_immutably(path, run_id, cells=3)
     assert _snapshot(path) == before
     db = connect(path, Access.immutable)  # the URI really is immutable: no side file even for a raw reader
     assert db.execute("SELECT COUNT(*) FROM cell").fetchone()[0] == 3
@@ -348,9 +334,5 @@ def test_a_read_only_folder_is_read_through_the_fallback(tmp_path: Path, writabl
     path.chmod(0o444)
     folder.chmod(0o555)
     before = _snapshot(path)
-    store = Store(path, read_only=True)
-    assert store.access is Access.immutable
-    assert len(store.cells(run_id)) == 2
-    store.close()
-    assert sorted(p.name for p in folder.iterdir()) == ["runs.db"]
+    _reads_immutably(path, run_id, cells=2)
     assert _snapshot(path) == before

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.builders import run_cli
 
+from builders import Cli, StoredRun
 from specfrontier.analysis import load_run
 from specfrontier.metrics.specs import CELL_METRICS
 from specfrontier.records import RequestRecord
@@ -82,8 +82,8 @@ def _as_of_fixture(report: Any) -> Any:
     return out
 
 
-def _report(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], store: Path, run: str) -> object:
-    code, out, err = run_cli(monkeypatch, capsys, "report", run, "--store", str(store), "--format", "json")
+def _report(cli: Cli, store: Path, run: str) -> object:
+    code, out, err = cli("report", run, "--store", str(store), "--format", "json")
     assert code == 0, err
     return _as_of_fixture(json.loads(out))
 
@@ -94,54 +94,37 @@ def test_the_fixture_is_a_schema_4_store_with_two_runs(old_store: Path) -> None:
 
 
 @pytest.mark.parametrize("run", RUNS)
-def test_an_old_store_reports_the_figures_its_own_version_reported(
-    old_store: Path, run: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_old_store_reports_the_figures_its_own_version_reported(old_store: Path, run: str, cli: Cli) -> None:
     expected = json.loads((DATA / f"report-{run}.json").read_text())
-    assert _report(monkeypatch, capsys, old_store, run) == _as_of_fixture(expected)
+    assert _report(cli, old_store, run) == _as_of_fixture(expected)
     assert _version(old_store) == 4  # reading never changes the file
 
 
-def test_an_old_store_reports_the_same_goodput_under_slos(
-    old_store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_old_store_reports_the_same_goodput_under_slos(old_store: Path, cli: Cli) -> None:
     """Goodput is computed from the requests' times and counts (their head blob, or the old rows)."""
     (expected_file,) = DATA.glob("slo-*.json")
     run = expected_file.stem.removeprefix("slo-")
-    code, out, err = run_cli(
-        monkeypatch, capsys, "report", run, "--store", str(old_store), "--format", "json",
+    code, out, err = cli("report", run, "--store", str(old_store), "--format", "json",
         "--slo", "ttft_p90_ms=40,tpot_p99_ms=9.5",
     )  # fmt: skip
     assert code == 0, err
     assert _as_of_fixture(json.loads(out)) == _as_of_fixture(json.loads(expected_file.read_text()))
 
 
-def test_opening_an_old_store_to_write_migrates_it_and_keeps_its_runs(
-    old_store: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_opening_an_old_store_to_write_migrates_it_and_keeps_its_runs(old_store: Path, cli: Cli) -> None:
     store = Store(old_store)
     assert store.version == SCHEMA_VERSION and _version(old_store) == SCHEMA_VERSION
     run = RUNS[0]
     before = store.cells(run)
     new_run = store.create_run(engine="sim", config=store.run(run).config, environment={})
-    store.add_setting(new_run, setting_id="s", position=0, name="s", params={}, speculative=False)
     added = [RequestRecord("p", 0, 9 * 10**6, 10**6, chunk_ns=(10**6, 5 * 10**6), completion_tokens=2)]
-    store.record_cell(
-        new_run,
-        setting_id="s",
-        workload="w",
-        concurrency=1,
-        repeat=0,
-        requests=added,
-        counters=None,
-        acceptance_source=None,
-    )
+    StoredRun.of(store, new_run).setting("s").cell("s", 1, added)
     assert [tuple(c.requests) for c in store.cells(run)] == [tuple(c.requests) for c in before]
     assert tuple(store.cells(new_run)[0].requests) == tuple(added)
     store.close()
     for old in RUNS:  # the old runs' figures survive the migration
         expected = json.loads((DATA / f"report-{old}.json").read_text())
-        assert _report(monkeypatch, capsys, old_store, old) == _as_of_fixture(expected)
+        assert _report(cli, old_store, old) == _as_of_fixture(expected)
 
 
 def test_old_cells_have_no_stored_digest_and_new_ones_do(old_store: Path, tmp_path: Path) -> None:

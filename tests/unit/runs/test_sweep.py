@@ -6,41 +6,20 @@ capacity read-back, per-request acceptance, time scaling and failure handling wi
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builders import tagged_processes
+from builders import DATA, SimFace
 from specfrontier.analysis import load_run
-from specfrontier.config.load import parse_config
 from specfrontier.metrics.counters import PER_REQUEST_EXACT_SOURCE
 from specfrontier.metrics.window import cell_metrics
-from specfrontier.records import RequestRecord
-from specfrontier.runs.cell import to_server_time
-from specfrontier.runs.sweep import open_sweep
 from specfrontier.sim import load_profile
 from specfrontier.sim.setting import SimSetting
 from specfrontier.sim.virtual import simulate_cell
 
-pytestmark = pytest.mark.slow
-
-TAG = f"SPECFRONTIER_SIM_TEST={uuid.uuid4().hex}"
-
-
-def _ours() -> list[int]:
-    """Simulator processes started by this test module (found by an inherited environment tag)."""
-    return tagged_processes(TAG, b"specfrontier.sim.serve")
-
-
-@pytest.fixture(autouse=True)
-def _no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    key, value = TAG.split("=")
-    monkeypatch.setenv(key, value)
-    yield
-    assert not _ours(), "simulator processes left running"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
 
 def _config(store: Path, settings: list[dict[str, Any]], **overrides: Any) -> dict[str, Any]:
@@ -57,14 +36,10 @@ def _config(store: Path, settings: list[dict[str, Any]], **overrides: Any) -> di
     return data
 
 
-async def _run(data: dict[str, Any]) -> Any:
-    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
-    await sweep.run(run_id)
-    return sweep.store, run_id
-
-
-async def test_sglang_adapter_against_the_face_reads_capacity_acceptance_and_simulated_time(tmp_path: Path) -> None:
-    store, run_id = await _run(
+async def test_sglang_adapter_against_the_face_reads_capacity_acceptance_and_simulated_time(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
+    store, run_id = await sim_face.sweep(
         _config(tmp_path / "s.db", [{"name": "no-spec"}, {"name": "steps3", "algorithm": "EAGLE3", "num_steps": 3}])
     )
     data = load_run(store, run_id)
@@ -96,7 +71,9 @@ async def test_sglang_adapter_against_the_face_reads_capacity_acceptance_and_sim
     assert measured == pytest.approx(virtual.per_request_tok_s_p50, rel=0.08)
 
 
-async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues(tmp_path: Path) -> None:
+async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
     settings = [
         {"name": "no-spec"},
         {"name": "fails", "algorithm": "EAGLE3", "num_steps": 2, "extra_args": ["--fail-at-start"]},
@@ -106,7 +83,7 @@ async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues
     ]  # fmt: skip
     data = _config(tmp_path / "s.db", settings, concurrency=[1])
     data["engine"]["startup_timeout_s"] = 10  # the hang costs this much; a loaded CPU needs ~5 s to start a face
-    store, run_id = await _run(data)
+    store, run_id = await sim_face.sweep(data)
     rows = {s.name: s for s in store.settings(run_id)}
     assert rows["no-spec"].status == "done"
     assert rows["fails"].status == "failed" and "exited with status 1" in (rows["fails"].error or "")
@@ -115,29 +92,21 @@ async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues
     assert {c.setting_id for c in store.cells(run_id)} == {"no-spec"}
 
 
-async def test_a_crash_mid_sweep_keeps_finished_cells(tmp_path: Path) -> None:
+async def test_a_crash_mid_sweep_keeps_finished_cells(tmp_path: Path, sim_face: SimFace) -> None:
     # 4 warmup requests + 4 at C=1 finish before the crash; the C=4 cell dies with the server.
     settings = [{"name": "crashes", "extra_args": ["--crash-after", "9"]}]
-    store, run_id = await _run(_config(tmp_path / "s.db", settings))
+    store, run_id = await sim_face.sweep(_config(tmp_path / "s.db", settings))
     row = store.settings(run_id)[0]
     assert row.status == "failed" and "during the cell C=4" in (row.error or "")
     assert [(c.setting_id, c.concurrency) for c in store.cells(run_id)] == [("crashes", 1)]
 
 
-def test_to_server_time_stretches_every_timestamp_from_the_window_start() -> None:
-    record = RequestRecord("p", send_ns=1000, end_ns=1600, first_token_ns=1100, chunk_ns=(1100, 1300))
-    other = RequestRecord("q", send_ns=1200, end_ns=1400, first_token_ns=None)
-    scaled = to_server_time([record, other], 10.0)
-    assert (scaled[0].send_ns, scaled[0].first_token_ns, scaled[0].end_ns) == (1000, 2000, 7000)
-    assert scaled[0].chunk_ns == (2000, 4000)
-    assert (scaled[1].send_ns, scaled[1].end_ns, scaled[1].first_token_ns) == (3000, 5000, None)
-    assert to_server_time([record], 1.0) == [record]
-
-
-async def test_open_loop_cells_are_keyed_by_rate_and_the_first_request_is_stored(tmp_path: Path) -> None:
+async def test_open_loop_cells_are_keyed_by_rate_and_the_first_request_is_stored(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
     load = {"mode": "open", "rates": [4.0, 8.0], "requests": 16, "warmup_s": 0.3, "seed": 5}
     data = _config(tmp_path / "s.db", [{"name": "no-spec"}], load=load, repeats=2)
-    store, run_id = await _run(data)
+    store, run_id = await sim_face.sweep(data)
     cells = store.cells(run_id)
     assert sorted((c.request_rate, c.repeat) for c in cells) == [(4.0, 0), (4.0, 1), (8.0, 0), (8.0, 1)]
     assert {c.load_mode for c in cells} == {"open"} and {c.concurrency for c in cells} == {0}
@@ -153,12 +122,12 @@ async def test_open_loop_cells_are_keyed_by_rate_and_the_first_request_is_stored
     assert report.cell("no-spec", 8.0) is not None
     assert all(len(c.slices) == 2 for c in report.cells)
     # Resume finds nothing missing: open cells are recognised as done by their rate.
-    sweep, _ = open_sweep(parse_config(data), None, resume=None)
+    sweep, _ = sim_face.open(data)
     assert sweep._missing(run_id, sweep.config.settings[0]) == []
 
 
 async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_the_report(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim_face: SimFace
 ) -> None:
     import io
 
@@ -168,7 +137,7 @@ async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_t
     from specfrontier.report import print_report
     from specfrontier.store import ENGINE_WARNINGS_KEY
 
-    recorded = (Path(__file__).parents[1] / "data" / "vllm_server_log.txt").read_text(encoding="utf-8")
+    recorded = (DATA / "vllm_server_log.txt").read_text(encoding="utf-8")
     seen: list[str] = []
 
     def warnings_in(log: str) -> tuple[str, ...]:  # the face's log has none: read vLLM's recorded one with it
@@ -176,7 +145,7 @@ async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_t
         return performance_warnings(log + recorded)
 
     data = _config(tmp_path / "s.db", [{"name": "no-spec"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2}])
-    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    sweep, run_id = sim_face.open(data)
     monkeypatch.setattr(type(sweep.adapter), "performance_warnings", staticmethod(warnings_in))
     await sweep.run(run_id)
     run = load_run(sweep.store, run_id)
@@ -194,14 +163,14 @@ async def test_the_engine_warnings_about_speed_go_into_the_run_environment_and_t
 
 
 async def test_each_launch_records_the_variables_its_server_got(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sim_face: SimFace
 ) -> None:
     """The launch environment (`EngineAdapter.environment`, handed to the server process) is stored per
     setting: a deployable command prints it, not what the options would give later."""
     from specfrontier.store import LAUNCH_ENVIRONMENT_KEY
 
     data = _config(tmp_path / "s.db", [{"name": "no-spec"}, {"name": "steps2", "algorithm": "EAGLE3", "num_steps": 2}])
-    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    sweep, run_id = sim_face.open(data)
     monkeypatch.setattr(type(sweep.adapter), "environment", lambda self: {"SPECFRONTIER_TEST_VAR": "7"})
     await sweep.run(run_id)
     stored = load_run(sweep.store, run_id).run.environment[LAUNCH_ENVIRONMENT_KEY]

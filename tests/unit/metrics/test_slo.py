@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from builders import StoredRun
 from builders import record_ms as _record
 from specfrontier.analysis import load_run
 from specfrontier.cli import main
@@ -85,23 +86,7 @@ def test_per_cell_percentiles_count_errors_as_infinitely_slow() -> None:
 
 @pytest.fixture
 def stored(tmp_path: Path) -> tuple[Path, str]:
-    path = tmp_path / "slo.db"
-    store = Store(path)
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    store.add_setting(run_id, setting_id="baseline", position=0, name="baseline", params={}, speculative=False)
-    for rep in range(3):
-        store.record_cell(
-            run_id,
-            setting_id="baseline",
-            workload="w",
-            concurrency=2,
-            repeat=rep,
-            requests=WINDOW,
-            counters=None,
-            acceptance_source=None,
-        )
-    store.close()
-    return path, run_id
+    return StoredRun(tmp_path / "slo.db").setting("baseline").repeats("baseline", 2, [WINDOW] * 3).close()
 
 
 def test_report_json_and_markdown_carry_goodput(stored: tuple[Path, str]) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +15,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from builders import run_bench
+from builders import Cli, run_bench
 from specfrontier.analysis import load_run
-from specfrontier.cli import main
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE
 from specfrontier.errors import ConfigError, EngineError
 from specfrontier.metrics.counters import PER_REQUEST_SOURCE
@@ -224,18 +222,13 @@ def test_a_non_utf8_prompts_file_fails_before_the_server_is_contacted(tmp_path: 
     assert not store.exists()
 
 
-def test_cli_bench_prints_the_report(
-    server: tuple[str, LlamaLike], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_bench_prints_the_report(server: tuple[str, LlamaLike], tmp_path: Path, cli: Cli) -> None:
     url, _ = server
     store = tmp_path / "b.db"
     args = ["bench", "--url", url, "--concurrency", "1,2", "--repeats", "1", "--max-tokens", "8", "--store", str(store)]
     # the stand-in server shares this process (and its GIL) with the client: its lag is not this test's subject
-    monkeypatch.setattr(sys, "argv", ["specfrontier", *args, "--keep-alive", "--max-client-lag-share", "1"])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    out = capsys.readouterr().out
-    assert exit_info.value.code == 0, out
+    code, out, _ = cli(*args, "--keep-alive", "--max-client-lag-share", "1")
+    assert code == 0, out
     assert "capacity 3 (llama.cpp /props total_slots)" in out
     assert "Aggregate tok/s" in out and "stored as run" in out
     (run,) = Store(store).runs()
@@ -243,26 +236,18 @@ def test_cli_bench_prints_the_report(
     assert setting.params["keep_alive"] is True  # --keep-alive overrides the llama.cpp default
 
 
-def test_cli_bench_bad_url_exits_2_without_a_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_bench_bad_url_exits_2_without_a_store(tmp_path: Path, cli: Cli) -> None:
     store = tmp_path / "b.db"
-    monkeypatch.setattr(sys, "argv", ["specfrontier", "bench", "--url", "localhost:8080", "--store", str(store)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    assert exit_info.value.code == 2
-    assert "--url = 'localhost:8080'" in capsys.readouterr().err
+    code, _, err = cli("bench", "--url", "localhost:8080", "--store", str(store))
+    assert code == 2
+    assert "--url = 'localhost:8080'" in err
     assert not store.exists()
 
 
-def test_tune_resume_refuses_a_bench_run(
-    server: tuple[str, LlamaLike], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_tune_resume_refuses_a_bench_run(server: tuple[str, LlamaLike], tmp_path: Path, cli: Cli) -> None:
     url, _ = server
     store = tmp_path / "b.db"
     run_id = run_bench(BenchOptions(url, concurrency=(1,), repeats=1, max_tokens=8, store=store))
-    monkeypatch.setattr(sys, "argv", ["specfrontier", "tune", "--resume", run_id, "--store", str(store)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    assert exit_info.value.code == 2
-    assert "a `bench` run; fix: run `specfrontier bench` again" in capsys.readouterr().err
+    code, _, err = cli("tune", "--resume", run_id, "--store", str(store))
+    assert code == 2
+    assert "a `bench` run; fix: run `specfrontier bench` again" in err

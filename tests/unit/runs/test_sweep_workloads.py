@@ -5,35 +5,17 @@ from __future__ import annotations
 
 import itertools
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from builders import tagged_processes
+from builders import SimFace
 from specfrontier.analysis import load_run
-from specfrontier.config.load import parse_config
 from specfrontier.report import print_report, report_json, report_markdown
-from specfrontier.runs.sweep import open_sweep
 
-pytestmark = pytest.mark.slow
-
-TAG = f"SPECFRONTIER_WL_TEST={uuid.uuid4().hex}"
-
-
-def _ours() -> list[int]:
-    return tagged_processes(TAG, b"")  # any process carrying the tag: the servers and any worker the test started
-
-
-@pytest.fixture(autouse=True)
-def _no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    key, value = TAG.split("=")
-    monkeypatch.setenv(key, value)
-    yield
-    assert not _ours(), "simulator processes left running"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
 
 def _config(store: Path) -> dict[str, Any]:
@@ -52,16 +34,15 @@ def _config(store: Path) -> dict[str, Any]:
     }
 
 
-async def test_every_workload_gets_its_own_cells_and_report_section(tmp_path: Path) -> None:
-    sweep, run_id = open_sweep(parse_config(_config(tmp_path / "s.db")), None, resume=None)
-    await sweep.run(run_id)
-    data = load_run(sweep.store, run_id)
+async def test_every_workload_gets_its_own_cells_and_report_section(tmp_path: Path, sim_face: SimFace) -> None:
+    store, run_id = await sim_face.sweep(_config(tmp_path / "s.db"))
+    data = load_run(store, run_id)
     assert data.workloads == ("gsm8k@t0.6", "synthetic-greedy@greedy")
     for w, view in data.workload_views():
         assert {(c.setting, c.concurrency) for c in view.cells} == {
             (s, c) for s in ("no-spec", "steps2") for c in (1, 2)
         }, w
-    for row in sweep.store.cells(run_id):  # each cell sent its own workload's prompts, nothing else
+    for row in store.cells(run_id):  # each cell sent its own workload's prompts, nothing else
         ids = {r.prompt_id for r in row.requests}
         expected = "synthetic-" if row.workload.startswith("synthetic") else "gsm8k-"
         assert ids and all(i.startswith(expected) for i in ids), (row.workload, ids)
@@ -74,13 +55,13 @@ async def test_every_workload_gets_its_own_cells_and_report_section(tmp_path: Pa
     assert "workload synthetic-greedy@greedy" in console.export_text()
 
 
-async def test_agentic_sessions_replay_turns_in_order_with_growing_context(tmp_path: Path) -> None:
+async def test_agentic_sessions_replay_turns_in_order_with_growing_context(tmp_path: Path, sim_face: SimFace) -> None:
     data_in = _config(tmp_path / "s.db")
     data_in["workloads"] = [
         {"source": "agentic", "sessions": True, "max_input_tokens": 3000, "max_turns": 3, "prompts": 2, "max_tokens": 8}
     ]
     data_in["concurrency"] = [2]
-    sweep, run_id = open_sweep(parse_config(data_in), None, resume=None)
+    sweep, run_id = sim_face.open(data_in)
     (wl,) = sweep.workloads
     assert len(wl.sessions) == 2 and len(wl.sessions[0]) == 3
     await sweep.run(run_id)

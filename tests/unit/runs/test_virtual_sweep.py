@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from builders import Cli
 from specfrontier.analysis import load_run
 from specfrontier.analysis.compare import compare_runs
-from specfrontier.cli import main
 from specfrontier.config.load import parse_config
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig, seed_sim_config
@@ -104,25 +103,22 @@ def test_unknown_profile_is_refused_before_a_store_exists(tmp_path: Path) -> Non
     assert not list(tmp_path.iterdir())
 
 
-def test_cli_runs_the_simulator_and_reports_json(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = tmp_path / "sim.yaml"
+def _sim_config(folder: Path, levels: str) -> Path:
+    """A simulator config file at C = `levels` (no-spec and steps2, one repeat), in `folder`."""
+    config = folder / "sim.yaml"
     config.write_text(
-        "engine: {name: sim}\nconcurrency: [1, 16]\nrepeats: 1\n"
+        f"engine: {{name: sim}}\nconcurrency: [{levels}]\nrepeats: 1\n"
         "settings:\n  - name: no-spec\n  - {name: steps2, algorithm: EAGLE3, num_steps: 2}\n"
     )
+    return config
+
+
+def test_cli_runs_the_simulator_and_reports_json(tmp_path: Path, cli: Cli) -> None:
     store = tmp_path / "s.db"
-    monkeypatch.setattr(sys, "argv", ["specfrontier", "tune", "--config", str(config), "--store", str(store), "-q"])
-    with pytest.raises(SystemExit) as done:
-        main()
-    assert done.value.code == 0
-    out = capsys.readouterr().out
+    code, out, _ = cli("tune", "--config", str(_sim_config(tmp_path, "1, 16")), "--store", str(store), "-q")
+    assert code == 0
     assert "SIMULATED" in out
-    monkeypatch.setattr(sys, "argv", ["specfrontier", "runs", "--json", "--store", str(store)])
-    with pytest.raises(SystemExit):
-        main()
-    runs = json.loads(capsys.readouterr().out)
+    runs = json.loads(cli("runs", "--json", "--store", str(store))[1])
     assert [(r["engine"], r["status"]) for r in runs] == [("sim", "done")]
     page = tmp_path / f"s-{runs[0]['id']}.html"  # tune writes the HTML report next to the store
     assert f"HTML report: {page}" in out.replace("\n", "")
@@ -137,14 +133,10 @@ def test_cli_runs_the_simulator_and_reports_json(
         (["tune", "--engine", "sim", "--profile", "nope"], "nope"),
     ],
 )
-def test_cli_engine_and_profile_errors(
-    argv: list[str], expected: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(sys, "argv", ["specfrontier", *argv])
-    with pytest.raises(SystemExit) as done:
-        main()
-    assert done.value.code == 2
-    assert expected in capsys.readouterr().err
+def test_cli_engine_and_profile_errors(argv: list[str], expected: str, cli: Cli) -> None:
+    code, _, err = cli(*argv)
+    assert code == 2
+    assert expected in err
 
 
 def _run(cfg: SimTuneConfig, store: Store) -> str:
@@ -155,9 +147,7 @@ def _run(cfg: SimTuneConfig, store: Store) -> str:
     return run_id
 
 
-def test_production_sampling_lowers_acceptance_and_the_comparison_says_what_changes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_production_sampling_lowers_acceptance_and_the_comparison_says_what_changes(tmp_path: Path, cli: Cli) -> None:
     store = Store(tmp_path / "s.db")
     best = _small()
     production = best.model_copy(
@@ -174,30 +164,17 @@ def test_production_sampling_lowers_acceptance_and_the_comparison_says_what_chan
     assert {(d.setting, d.concurrency) for d in cmp.cells} == {(s, c) for s in ("no-spec", "steps3") for c in (1, 4)}
     lines = comparison_summary(cmp)
     assert lines and all("C=" in line or "same at every" in line for line in lines)
-    monkeypatch.setattr(sys, "argv", ["specfrontier", "compare", run_a, run_b, "--store", str(tmp_path / "s.db")])
-    with pytest.raises(SystemExit) as done:
-        main()
-    assert done.value.code == 0
-    out = capsys.readouterr().out
+    code, out, _ = cli("compare", run_a, run_b, "--store", str(tmp_path / "s.db"))
+    assert code == 0
     assert "Recommendation per concurrency" in out and "Acceptance: A vs B" in out
 
 
-def test_tune_events_jsonl_keeps_stdout_machine_readable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = tmp_path / "sim.yaml"
-    config.write_text(
-        "engine: {name: sim}\nconcurrency: [1, 4]\nrepeats: 1\n"
-        "settings:\n  - name: no-spec\n  - {name: steps2, algorithm: EAGLE3, num_steps: 2}\n"
-    )
+def test_tune_events_jsonl_keeps_stdout_machine_readable(tmp_path: Path, cli: Cli) -> None:
     store = tmp_path / "s.db"
-    argv = ["specfrontier", "tune", "--config", str(config), "--store", str(store), "--events", "jsonl"]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as done:
-        main()
-    assert done.value.code == 0
-    captured = capsys.readouterr()
-    events = [json.loads(line) for line in captured.out.splitlines()]
+    argv = ["tune", "--config", str(_sim_config(tmp_path, "1, 4")), "--store", str(store), "--events", "jsonl"]
+    code, out, err = cli(*argv)
+    assert code == 0
+    events = [json.loads(line) for line in out.splitlines()]
     cells = [e for e in events if e["event"] == "cell_done"]
     assert [(e["setting"], e["concurrency"], e["done"], e["total"]) for e in cells] == [
         ("no-spec", 1, 1, 4),
@@ -206,12 +183,10 @@ def test_tune_events_jsonl_keeps_stdout_machine_readable(
         ("steps2", 4, 4, 4),
     ]
     assert events[-1]["event"] == "run_done" and Path(events[-1]["html"]).is_file()
-    assert "Recommendation" in captured.err  # the human report still reaches the terminal, on stderr
+    assert "Recommendation" in err  # the human report still reaches the terminal, on stderr
 
-    monkeypatch.setattr(sys, "argv", [*argv[:-1], "xml"])
-    with pytest.raises(SystemExit) as bad:
-        main()
-    assert bad.value.code == 2 and "--events = 'xml'" in capsys.readouterr().err
+    code, _, err = cli(*argv[:-1], "xml")
+    assert code == 2 and "--events = 'xml'" in err
 
 
 def test_cells_simulated_in_worker_processes_equal_those_simulated_in_process(

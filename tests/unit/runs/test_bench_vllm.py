@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from builders import run_bench
+from builders import DATA, run_bench
 from specfrontier.analysis import load_run
 from specfrontier.runs.bench import BenchOptions
 from specfrontier.store import Store
 
-METRICS = (Path(__file__).parents[1] / "data" / "vllm_metrics.txt").read_text()
+METRICS = (DATA / "vllm_metrics.txt").read_text()
 
 
 class VllmLike:

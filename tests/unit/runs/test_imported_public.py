@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from builders import run_cli
+from builders import BENCHMARKS, Cli
 from specfrontier.store import Store
 
-PUBLIC = Path(__file__).resolve().parents[2] / "benchmarks" / "public"
+PUBLIC = BENCHMARKS / "public"
 TABLES = sorted(p for p in PUBLIC.iterdir() if p.suffix in (".csv", ".json"))
 
 
@@ -19,11 +19,9 @@ def test_the_public_folder_holds_tables() -> None:
 
 
 @pytest.mark.parametrize("path", TABLES, ids=[p.name for p in TABLES])
-def test_each_public_table_imports_and_is_cited(
-    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_each_public_table_imports_and_is_cited(path: Path, tmp_path: Path, cli: Cli) -> None:
     store = tmp_path / "public.db"
-    code, out, err = run_cli(monkeypatch, capsys, "import", str(path), "--store", str(store))
+    code, out, err = cli("import", str(path), "--store", str(store))
     assert code == 0, err
     run_id = out.split(" as run ", 1)[1].split()[0]
     cells = Store(store).imported_cells(run_id)

@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from builders import record_ms
+from builders import StoredRun, record_ms
 from specfrontier.cli.progress import SweepProgress, planned_cells, progress_mode
 from specfrontier.config.load import parse_config
 from specfrontier.engines import Capacity
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.records import SpecCounters
 from specfrontier.runs.cell import CellDone
-from specfrontier.store import Store
 
 
 class Clock:
@@ -126,15 +125,10 @@ def test_planned_cells_subtracts_what_a_resumed_run_already_stored(tmp_path: Pat
         source="test",
     )
     assert planned_cells(config) == 2 * 3 * 2
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="llamacpp", config={}, environment={})
-    store.add_setting(run_id, setting_id="baseline", position=0, name="baseline", params={}, speculative=False)
-    store.record_cell(
-        run_id, setting_id="baseline", workload="w", concurrency=1, repeat=0,
-        requests=[record_ms(0, 10, 100, 5)], counters=None, acceptance_source=None,
-    )  # fmt: skip
-    assert planned_cells(config, store, run_id) == 11
-    store.close()
+    run = StoredRun(tmp_path / "s.db").setting("baseline")
+    run.cell("baseline", 1, [record_ms(0, 10, 100, 5)])
+    assert planned_cells(config, run.store, run.run_id) == 11
+    run.close()
 
 
 def test_planned_cells_count_the_schedule_that_verify_schedule_measures_after_the_search() -> None:

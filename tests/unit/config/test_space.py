@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from builders import run_cli
+from builders import REPO, Cli
 from specfrontier.config.load import parse_config
 from specfrontier.config.space import expand_space, setting_name
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.vllm import VllmSetting
 from specfrontier.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
 SGLANG = {"name": "sglang", "model_path": "target", "draft_model_path": "head"}
 BENCH_SPECULATIVE = {
     "algorithm": "EAGLE3",
@@ -101,25 +100,21 @@ def test_generated_names_are_valid_setting_names() -> None:
 
 
 def test_tune_dry_run_lists_the_space_and_launches_nothing(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Cli
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_cli(
-        monkeypatch, capsys, "tune", "--config", str(ROOT / "examples/sglang-tree-space.yaml"), "--dry-run"
-    )
+    code, out, err = cli("tune", "--config", str(REPO / "examples/sglang-tree-space.yaml"), "--dry-run")
     assert code == 0, err
     assert "pruned 30 of 144 combinations" in err and "config valid: engine sglang, 85 setting(s)" in out
     assert "eagle3-s3-k4-d16: algorithm=EAGLE3, num_steps=3, eagle_topk=4, num_draft_tokens=16" in out
     assert not list(tmp_path.iterdir())  # no store written
 
 
-def test_tune_dry_run_refuses_a_tree_over_sglangs_bound_with_exit_2(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_tune_dry_run_refuses_a_tree_over_sglangs_bound_with_exit_2(tmp_path: Path, cli: Cli) -> None:
     config = tmp_path / "c.yaml"
     config.write_text(
         "engine: {name: sglang, model_path: m}\nsettings:\n  - {name: b}\n"
         "  - {name: t, algorithm: EAGLE3, num_steps: 3, eagle_topk: 4, num_draft_tokens: 38}\n"
     )
-    code, _, err = run_cli(monkeypatch, capsys, "tune", "--config", str(config), "--dry-run")
+    code, _, err = cli("tune", "--config", str(config), "--dry-run")
     assert code == 2 and "fix: set num_draft_tokens <= 37" in err

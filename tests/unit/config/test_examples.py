@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from builders import closed_loop_ms
+from builders import REPO, closed_loop_ms
 from specfrontier.analysis import MIN_STEADY_LIFETIMES
 from specfrontier.config.load import parse_config
 from specfrontier.load.closed_loop import requests_per_cell
@@ -18,7 +18,7 @@ from specfrontier.metrics.steady import steady_span
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import resolve_workload
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 
 def _lock_step_lifetimes(rounds: int, concurrency: int) -> float:

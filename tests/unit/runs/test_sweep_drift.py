@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from builders import tagged_processes
+from builders import SimFace
 from specfrontier.analysis import load_run
 from specfrontier.analysis.drift import drift_lines, level_drifts
 from specfrontier.config.load import parse_config
@@ -21,21 +19,7 @@ from specfrontier.errors import ConfigError
 from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import SweepEvents, open_sweep
 
-pytestmark = pytest.mark.slow
-
-TAG = f"SPECFRONTIER_DRIFT_TEST={uuid.uuid4().hex}"
-
-
-def _ours() -> list[int]:
-    return tagged_processes(TAG, b"")  # any process carrying the tag: the servers and any worker the test started
-
-
-@pytest.fixture(autouse=True)
-def _no_orphans(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    key, value = TAG.split("=")
-    monkeypatch.setenv(key, value)
-    yield
-    assert not _ours(), "simulator processes left running"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
 
 def _config(store: Path, **extra: Any) -> dict[str, Any]:
@@ -53,10 +37,12 @@ def _config(store: Path, **extra: Any) -> dict[str, Any]:
     }
 
 
-async def test_auto_interleaves_settings_repeat_by_repeat_on_a_cheap_relaunch(tmp_path: Path) -> None:
+async def test_auto_interleaves_settings_repeat_by_repeat_on_a_cheap_relaunch(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
     starts: list[str] = []
     events = SweepEvents(on_setting_start=lambda setting, argv: starts.append(setting.name))
-    sweep, run_id = open_sweep(parse_config(_config(tmp_path / "s.db")), None, resume=None, events=events)
+    sweep, run_id = sim_face.open(_config(tmp_path / "s.db"), events=events)
     await sweep.run(run_id)
     order = [(row.setting_id, row.repeat) for row in sorted(sweep.store.cells(run_id), key=lambda r: r.cell_id)]
     assert order == [("no-spec", 0), ("steps4", 0), ("no-spec", 1), ("steps4", 1)]
@@ -67,11 +53,10 @@ async def test_auto_interleaves_settings_repeat_by_repeat_on_a_cheap_relaunch(tm
     assert drift.settings == 2 and drift.repeats == 2
 
 
-async def test_off_measures_every_repeat_of_a_setting_on_one_launch(tmp_path: Path) -> None:
+async def test_off_measures_every_repeat_of_a_setting_on_one_launch(tmp_path: Path, sim_face: SimFace) -> None:
     starts: list[str] = []
     events = SweepEvents(on_setting_start=lambda setting, argv: starts.append(setting.name))
-    cfg = parse_config(_config(tmp_path / "s.db", drift_control="off"))
-    sweep, run_id = open_sweep(cfg, None, resume=None, events=events)
+    sweep, run_id = sim_face.open(_config(tmp_path / "s.db", drift_control="off"), events=events)
     await sweep.run(run_id)
     order = [(row.setting_id, row.repeat) for row in sorted(sweep.store.cells(run_id), key=lambda r: r.cell_id)]
     assert order == [("no-spec", 0), ("no-spec", 1), ("steps4", 0), ("steps4", 1)]
@@ -79,13 +64,16 @@ async def test_off_measures_every_repeat_of_a_setting_on_one_launch(tmp_path: Pa
     assert level_drifts(load_run(sweep.store, run_id)) == []
 
 
-async def test_a_settled_level_stops_after_min_repeats_and_the_answer_is_shown_early(tmp_path: Path) -> None:
+async def test_a_settled_level_stops_after_min_repeats_and_the_answer_is_shown_early(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
     # steps4 is ~3.7x the baseline on the simulator: the ranges are far apart after 2 repeats
     answers: list[list[str]] = []
     dropped: list[int] = []
     events = SweepEvents(on_provisional=answers.append, on_cells_dropped=dropped.append)
-    cfg = parse_config(_config(tmp_path / "s.db", repeats=3, min_repeats=2, concurrency=[1, 2]))
-    sweep, run_id = open_sweep(cfg, None, resume=None, events=events)
+    sweep, run_id = sim_face.open(
+        _config(tmp_path / "s.db", repeats=3, min_repeats=2, concurrency=[1, 2]), events=events
+    )
     outcome = await sweep.run(run_id)
     assert outcome.status == "done"
     data = load_run(sweep.store, run_id)
@@ -95,7 +83,9 @@ async def test_a_settled_level_stops_after_min_repeats_and_the_answer_is_shown_e
     assert dropped == [2 * 2]  # the third repeat of 2 settings at 2 levels
 
 
-async def test_resume_of_an_interrupted_interleaved_run_measures_every_setting_s_later_rounds(tmp_path: Path) -> None:
+async def test_resume_of_an_interrupted_interleaved_run_measures_every_setting_s_later_rounds(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
     # Interrupted in round 2 after steps4 was stored as done in round 1: resume must still measure its repeat 2.
     stored: list[tuple[str, int]] = []
 
@@ -105,7 +95,7 @@ async def test_resume_of_an_interrupted_interleaved_run_measures_every_setting_s
             raise asyncio.CancelledError
 
     events = SweepEvents(on_cell_done=interrupt_after_three)
-    sweep, run_id = open_sweep(parse_config(_config(tmp_path / "s.db")), None, resume=None, events=events)
+    sweep, run_id = sim_face.open(_config(tmp_path / "s.db"), events=events)
     with pytest.raises(asyncio.CancelledError):
         await sweep.run(run_id)
     assert stored == [("no-spec", 0), ("steps4", 0), ("no-spec", 1)]
@@ -168,11 +158,12 @@ def _sglang_config(tmp_path: Path, python: Path) -> dict[str, Any]:
     return data | {"engine": engine}
 
 
-async def test_auto_on_a_slow_relaunch_engine_measures_an_end_of_run_reference(tmp_path: Path) -> None:
+async def test_auto_on_a_slow_relaunch_engine_measures_an_end_of_run_reference(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
     starts: list[str] = []
     events = SweepEvents(on_setting_start=lambda setting, argv: starts.append(setting.name))
-    cfg = parse_config(_sglang_config(tmp_path, _sglang_python(tmp_path)))
-    sweep, run_id = open_sweep(cfg, None, resume=None, events=events)
+    sweep, run_id = sim_face.open(_sglang_config(tmp_path, _sglang_python(tmp_path)), events=events)
     outcome = await sweep.run(run_id)
     assert outcome.status == "done" and outcome.exit_code == 0 and outcome.cells == 8  # the reference is no cell
     assert starts == ["no-spec", "steps4", "no-spec"]  # one launch per setting, then the reference
@@ -197,9 +188,10 @@ async def test_auto_on_a_slow_relaunch_engine_measures_an_end_of_run_reference(t
     assert lines[1].startswith("drift at C=1: ") and "no-spec's end-of-run reference vs its 2 repeat(s)" in lines[1]
 
 
-async def test_a_reference_that_fails_to_launch_costs_the_drift_not_the_setting(tmp_path: Path) -> None:
-    cfg = parse_config(_sglang_config(tmp_path, _sglang_python(tmp_path, fail_launch=3)))
-    sweep, run_id = open_sweep(cfg, None, resume=None)
+async def test_a_reference_that_fails_to_launch_costs_the_drift_not_the_setting(
+    tmp_path: Path, sim_face: SimFace
+) -> None:
+    sweep, run_id = sim_face.open(_sglang_config(tmp_path, _sglang_python(tmp_path, fail_launch=3)))
     outcome = await sweep.run(run_id)
     assert outcome.status == "done" and outcome.exit_code == 0 and outcome.failed_settings == ()
     data = load_run(sweep.store, run_id)

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from builders import DATA
 from specfrontier.engines import registry
 from specfrontier.errors import ConfigError
 from specfrontier.runs.imported import load_table, store_table
 from specfrontier.store import Store
 
-SEED = Path(__file__).resolve().parents[1] / "data" / "seed_frontier.json"
+SEED = DATA / "seed_frontier.json"
 
 
 def test_seed_table_imports_with_engine_flags_and_capacities(tmp_path: Path) -> None:

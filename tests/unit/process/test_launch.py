@@ -1,4 +1,5 @@
-"""ServerProcess lifecycle with stub children (no engine): group kill, readiness, crash vs timeout."""
+"""ServerProcess lifecycle with stub children (no engine): group kill, readiness, crash vs timeout; and a
+start failure's cause read from its log (`log_cause`)."""
 
 from __future__ import annotations
 
@@ -9,19 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from builders import FORKING_CHILD, wait_for
 from specfrontier.errors import EngineStartError, EngineTimeout
-from specfrontier.process.launch import ServerProcess, free_port, group_alive, tail_of
-
-# A parent that forks a grandchild, prints both pids, and sleeps: stopping must reap both.
-FORKING_CHILD = """
-import os, sys, time
-child = os.fork()
-if child == 0:
-    time.sleep(120)
-    os._exit(0)
-print(os.getpid(), child, flush=True)
-time.sleep(120)
-"""
+from specfrontier.process.launch import ServerProcess, free_port, group_alive, log_cause, tail_of
 
 # A parent that exits at once but leaves a grandchild running in the group.
 ORPHANING_CHILD = """
@@ -32,26 +23,18 @@ if os.fork() == 0:
 """
 
 
-def _wait_for(predicate, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-
-
 def test_stop_kills_and_reaps_the_whole_group(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     server = ServerProcess([sys.executable, "-c", FORKING_CHILD], log)
     server.start()
     pgid = server.pid
     assert pgid is not None
-    _wait_for(lambda: len(log.read_text().split()) == 2)
+    wait_for(lambda: len(log.read_text().split()) == 2)
     leader, grandchild = (int(x) for x in log.read_text().split())
     assert leader == pgid
     assert os.getpgid(grandchild) == pgid  # same group: killpg reaches it
     server.stop(grace_s=0.5)
-    _wait_for(lambda: not group_alive(pgid))
+    wait_for(lambda: not group_alive(pgid))
     assert not group_alive(pgid)
     server.stop()  # idempotent
 
@@ -61,10 +44,10 @@ def test_stop_kills_group_even_after_the_leader_exited(tmp_path: Path) -> None:
     server.start()
     pgid = server.pid
     assert pgid is not None
-    _wait_for(lambda: server.exited() is not None)
+    wait_for(lambda: server.exited() is not None)
     assert group_alive(pgid)  # the grandchild still runs although the leader is gone
     server.stop(grace_s=0.5)
-    _wait_for(lambda: not group_alive(pgid))
+    wait_for(lambda: not group_alive(pgid))
 
 
 async def test_wait_ready_reports_a_crash_with_exit_code_and_log_tail(tmp_path: Path) -> None:
@@ -205,67 +188,6 @@ def test_tail_of_returns_last_lines_and_tolerates_missing_files(tmp_path: Path) 
     assert tail_of(tmp_path / "missing.log") == ""
 
 
-# -- the guard (specfrontier.process.watchdog) and the port owner ------------------------------------------
-
-
-def test_guard_stops_the_group_when_the_pipe_closes_without_done() -> None:
-    """EOF without `done` is the tool's death: the guard stops the whole group it was told to watch."""
-    import subprocess
-
-    from specfrontier.process.watchdog import guard
-
-    leader = subprocess.Popen([sys.executable, "-c", FORKING_CHILD], stdout=subprocess.PIPE, start_new_session=True)
-    assert leader.stdout is not None
-    grandchild = int(leader.stdout.readline().split()[1])
-    assert guard(iter([f"watch {leader.pid}\n"]), grace_s=1.0) == leader.pid
-    leader.wait(timeout=10)
-    leader.stdout.close()
-    _wait_for(lambda: not group_alive(leader.pid))
-    assert not Path(f"/proc/{grandchild}").exists() or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split()[2]
-
-
-def test_guard_leaves_the_group_alone_after_done() -> None:
-    """`done` means the tool stopped the group itself: the id may be reused later and must not be touched."""
-    import subprocess
-
-    from specfrontier.process.watchdog import guard
-
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
-    try:
-        assert guard(iter([f"watch {bystander.pid}\n", "done\n"]), grace_s=0.1) is None
-        assert bystander.poll() is None
-    finally:
-        bystander.kill()
-        bystander.wait()
-
-
-def test_a_server_whose_tool_is_killed_is_stopped_by_its_guard(tmp_path: Path) -> None:
-    """A tool process that starts a forking server and is then SIGKILLed: the server's group, the
-    grandchild included (it has no parent-death signal), is gone soon after."""
-    import signal
-    import subprocess
-
-    tool = tmp_path / "tool.py"
-    tool.write_text(
-        "import sys, time\n"
-        "from pathlib import Path\n"
-        "from specfrontier.process.launch import ServerProcess\n"
-        f"server = ServerProcess([sys.executable, '-c', {FORKING_CHILD!r}], Path({str(tmp_path / 's.log')!r}))\n"
-        "server.start()\n"
-        "print(server.pid, flush=True)\n"
-        "time.sleep(120)\n"
-    )
-    proc = subprocess.Popen([sys.executable, str(tool)], stdout=subprocess.PIPE)
-    assert proc.stdout is not None
-    pgid = int(proc.stdout.readline())
-    _wait_for(lambda: len((tmp_path / "s.log").read_text().split()) == 2)
-    assert group_alive(pgid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    proc.stdout.close()
-    _wait_for(lambda: not group_alive(pgid), timeout_s=15)
-
-
 async def test_readiness_refuses_a_port_held_by_another_program(tmp_path: Path) -> None:
     """The health URL answers 200, but from a server this test runs, not from the launched process."""
     from aiohttp import web
@@ -294,23 +216,6 @@ async def test_readiness_refuses_a_port_held_by_another_program(tmp_path: Path) 
         await runner.cleanup()
 
 
-def test_port_ownership_reads_proc_listeners() -> None:
-    """Ours when the listener belongs to the group, someone else's otherwise, unknown with no listener."""
-    import socket
-
-    from specfrontier.process.port_owner import port_ownership
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen()
-        port = sock.getsockname()[1]
-        mine = port_ownership(port, os.getpgid(0))
-        other = port_ownership(port, 1)
-    assert mine.ours is True
-    assert other.ours is False and other.foreign_pids == (os.getpid(),)
-    assert port_ownership(port, os.getpgid(0)).ours is None  # closed: no listener to judge
-
-
 @pytest.mark.parametrize(
     ("code", "expected"),
     [
@@ -325,3 +230,50 @@ def test_describe_exit_names_the_signal_and_its_usual_cause(code: int, expected:
     from specfrontier.process.launch import describe_exit
 
     assert describe_exit(code).startswith(expected)
+
+
+# -- a start failure's cause, read from its log -----------------------------------------------------
+def test_the_cause_is_the_last_line_naming_an_error_not_a_traceback_frame() -> None:
+    tail = "\n".join([
+        "INFO loading weights",
+        "Traceback (most recent call last):",
+        '  File "/x/model_runner.py", line 10, in load',
+        "    self.kv = torch.empty(size)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "",
+        "[rank0]: shutting down",
+    ])  # fmt: skip
+    assert log_cause(tail) == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert log_cause("starting\nlistening on 8080\n") == "listening on 8080"
+    assert log_cause("\n\n") is None
+
+
+def test_the_cause_is_the_exception_not_the_supervisors_shutdown_line_after_it() -> None:
+    """A real SGLang (main of 2026-07-19 on the CPU, issue 37): the scheduler's traceback ends in the
+    exception, then SGLang's supervisor logs its own shutdown, which names no cause, and kills its tree."""
+    tail = "\n".join([
+        "[2026-12-05 09:38:11] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/x/sglang/srt/layers/attention/intel_amx_backend.py", line 274, in forward_decode',
+        "    self.decode_attention_fwd(",
+        "RuntimeError: CHECK_EQ(attn_logits.size(0), num_seqs) failed. 2 vs 1",
+        "",
+        '[2026-12-05 09:38:11] INFO:     127.0.0.1:50092 - "GET /health_generate HTTP/1.1" 503 Service Unavailable',
+        "[2026-12-05 09:38:11] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+        "[2026-12-05 09:38:16] kill_process_tree called: parent_pid=25814, include_parent=True, pid=25814",
+    ])  # fmt: skip
+    assert log_cause(tail) == "RuntimeError: CHECK_EQ(attn_logits.size(0), num_seqs) failed. 2 vs 1"
+
+
+def test_the_cause_is_found_behind_a_compilers_output(tmp_path: Path) -> None:
+    """SGLang's JIT build failure: the exception comes 28 lines before the end of the log (ninja's output
+    and the supervisor's lines follow it), more than the 25 lines a log tail shows."""
+    log = tmp_path / "server.log"
+    lines = ["[t] loading", "RuntimeError: ninja exited with status 1", "stdout:"]
+    lines += [f"[{i}/6] c++ -std=c++17 -fPIC -O2 -c cpp_{i}.cpp" for i in range(24)]
+    lines += ["ninja: build stopped: subcommand failed.", ""]
+    lines += ["[t] Received sigquit from a child process. It usually means the child failed."]
+    log.write_text("\n".join(lines) + "\n")
+    from specfrontier.process.launch import CAUSE_LINES
+
+    assert "RuntimeError" not in tail_of(log)
+    assert log_cause(tail_of(log, CAUSE_LINES)) == "RuntimeError: ninja exited with status 1"

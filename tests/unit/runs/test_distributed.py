@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import run_cli
+from builders import Cli
 from specfrontier.config.load import parse_config
 from specfrontier.engines.registry import spec_of
 from specfrontier.errors import ConfigError
@@ -55,15 +55,13 @@ def test_the_recording_store_streams_writes_and_answers_from_the_driver_snapshot
     assert recorder.sink.empty()
 
 
-def test_cli_executor_options(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_cli_executor_options(tmp_path: Path, cli: Cli) -> None:
     db = str(tmp_path / "c.db")
-    code, _, err = run_cli(monkeypatch, capsys, "tune", "--engine", "sim", "--executor", "ray", "--store", db)
+    code, _, err = cli("tune", "--engine", "sim", "--executor", "ray", "--store", db)
     assert code == 2 and "this run is in-process" in err and "fix:" in err
-    code, _, err = run_cli(monkeypatch, capsys, "tune", "--executor", "mpi", "--store", db)
+    code, _, err = cli("tune", "--executor", "mpi", "--store", db)
     assert code == 2 and "--executor" in err and "'mpi'" in err
-    code, _, err = run_cli(monkeypatch, capsys, "tune", "--resume", "r1", "--executor", "ray", "--store", db)
+    code, _, err = cli("tune", "--resume", "r1", "--executor", "ray", "--store", db)
     assert code == 2 and "a resumed run keeps its stored executor" in err
     assert not Path(db).exists()
 
