@@ -4,6 +4,11 @@ One mapping for every engine, because stored and imported parameters use the eng
 engine declares how its settings spell depth, branching, verified tokens and drafter family
 (`engines.base.ParamNames`), and the registry merges them (`engines.registry.vocabulary`). A setting with
 none of them, or with a family that means "none", is the no-speculation baseline.
+
+A setting run by an adaptive policy of its engine (`adaptive`: an imported table's mode name such as vLLM's
+`enable_adaptive_verification`, or the simulator's per-batch-size candidates) is a drafter family of its own
+(`dspark+enable_adaptive_verification`): it verifies a varying draft, so neither its acceptance nor its cost
+is the static setting's of the same maximum depth, and nothing measured statically predicts it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.types import ModelCell, SettingParams
 from specfrontier.store import CellRow
 from specfrontier.store.cell_requests import request_heads
+
+ADAPTIVE = "adaptive"
+"""The parameter that marks a setting run by an adaptive policy (the importer's column of that name)."""
 
 
 def setting_params(params: Mapping[str, Any], *, where: str = "setting") -> SettingParams:
@@ -41,9 +49,11 @@ def setting_params(params: Mapping[str, Any], *, where: str = "setting") -> Sett
     verified = next((v for k in names.verified if (v := _whole(params, k, where)) is not None), None)
     if topk == 1:
         verified = None  # a chain always verifies steps + 1 (SGLang rewrites any other value)
-    return SettingParams(
-        steps=depth, topk=topk, draft_tokens=verified, family=family or "speculative", max_running_requests=cap
-    )
+    family = family or "speculative"
+    policy = params.get(ADAPTIVE)
+    if policy:
+        family = f"{family}+{policy if isinstance(policy, str) else ADAPTIVE}"
+    return SettingParams(steps=depth, topk=topk, draft_tokens=verified, family=family, max_running_requests=cap)
 
 
 def _whole(params: Mapping[str, Any], key: str, where: str) -> int | None:
@@ -104,4 +114,4 @@ def output_tokens_by_cell(rows: Sequence[CellRow]) -> dict[tuple[str, int], floa
     return {key: total / n for key, (total, n) in sums.items() if n}
 
 
-__all__ = ["cells_from_run", "output_tokens_by_cell", "setting_params"]
+__all__ = ["ADAPTIVE", "cells_from_run", "output_tokens_by_cell", "setting_params"]

@@ -44,3 +44,13 @@ def test_bad_values_name_the_field() -> None:
         setting_params({"algorithm": "EAGLE3", "num_steps": 2.5}, where="row 3")
     with pytest.raises(ConfigError, match="no draft depth"):
         setting_params({"algorithm": "EAGLE3"})
+
+
+def test_an_adaptive_policy_is_a_family_of_its_own() -> None:
+    """An imported adaptive-verification arm is not the static setting of the same maximum depth."""
+    static = setting_params({"method": "dspark", "num_speculative_tokens": 7})
+    adaptive = setting_params(
+        {"method": "dspark", "num_speculative_tokens": 7, "adaptive": "enable_adaptive_verification"}
+    )
+    assert static.family == "dspark" and adaptive.family == "dspark+enable_adaptive_verification"
+    assert static != adaptive and adaptive.steps == 7
