@@ -2,7 +2,8 @@
 
 The space is what the config lists: its dimensions are the setting fields whose values vary
 (`search.space`: SGLang's steps x topk x draft tokens, vLLM's methods x K, ...), plus each depth
-ladder's extensions up to `search.max_depth` (chains, and trees per branching and draft-token budget).
+ladder's extensions up to `search.max_depth` (chains by default; trees per branching and draft-token
+budget only with `search.extend_depth: all`).
 
 1. design: the baseline(s) and a few settings that together hold every dimension's lowest, second and
    highest value and every category (`space.cover_design`: on SGLang's space a shallow chain, a narrow
@@ -15,17 +16,18 @@ ladder's extensions up to `search.max_depth` (chains, and trees per branching an
    (a family never measured is a reason to measure, never a silent "confirmed");
 4. per target level, with m the best measured setting there (the objective's median over repeats):
    - measure the unmeasured candidate with the highest prediction if it is predicted to beat m by more
-     than the noise: the model's own error at that level (its leave-one-out RMS there) and at least
-     `search.min_gain`;
+     than the error the model states for that kind of prediction (an unmeasured chain, an unmeasured
+     tree: `perfmodel.calibration`, calibrated on the model's own held-out errors of that kind), and by
+     at least `search.min_gain`;
    - else step from m along every dimension (`space.steps_along`: the next value up and down, each
      other category; and one depth deeper or shallower on m's ladder), the most promising move first,
-     unless the model predicts it below m by more than that noise (below m's measurement, or below its
-     own prediction of m: neighbours share much of the model's error, so their difference is surer);
-     a model fitted on fewer speculative settings than the dimensions + 2 orders moves but rules none
-     out (its leave-one-out error from a handful of cells is not an error bar);
+     unless the model predicts it below m by more than the move's stated error (below m's measurement,
+     or below its own prediction of m: neighbours share much of the model's error, so their difference is
+     surer); a move whose kind has no stated error is never ruled out, and a model fitted on fewer
+     speculative settings than the dimensions + 2 orders moves but rules none out;
 5. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
-   beyond the noise, and the moves the model cannot rule out have been measured. The stop reason names
-   the values of each dimension explored.
+   beyond the model's stated error, and the moves the model cannot rule out have been measured. The stop
+   reason names the values of each dimension explored and the stated errors the search stopped on.
 
 The answer is always a MEASURED setting: the model only chooses what to measure. When the model cannot
 be fitted (too few cells), the move rule alone decides, and the stop reason says so.
@@ -38,7 +40,7 @@ from collections.abc import Sequence
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.base import EngineSetting
 from specfrontier.errors import SpecFrontierError
-from specfrontier.perfmodel import FittedModel, ModelCell, fit_model, setting_params
+from specfrontier.perfmodel import FittedModel, ModelCell, Prediction, fit_model, setting_params
 from specfrontier.search.base import Done, Proposal, Step
 from specfrontier.search.ladder import Ladder, build_ladders
 from specfrontier.search.observe import Observations
@@ -83,7 +85,7 @@ class GuidedStrategy:
     def __init__(self, settings: Sequence[EngineSetting], concurrency: Sequence[int], search: SearchConfig) -> None:
         self.search = search
         self.targets = tuple(search.target_concurrency or concurrency)
-        self.ladders: list[Ladder] = build_ladders(settings, search.max_depth)
+        self.ladders: list[Ladder] = build_ladders(settings, search.max_depth, search.extend_depth)
         self.baselines = [s for s in settings if not s.speculative]
         self.candidates: dict[str, EngineSetting] = {s.name: s for s in settings}
         self.ladder_of: dict[str, tuple[Ladder, int]] = {}
@@ -187,37 +189,43 @@ class GuidedStrategy:
         except SpecFrontierError as exc:
             self.model_note = f"; the model could not be fitted ({exc}), so only moves were checked"
             return
-        loo = self.model.loo_rms.get(self.model.form)
-        error = f"leave-one-out error {loo:.0%}" if loo is not None else "no leave-one-out error (too few cells)"
-        self.model_note = f"; model: {self.model.form} cycle form, {error}"
+        self.model_note = f"; model: {self.model.form} cycle form, stated error {self.model.calibration.describe()}"
 
-    def _predict(self, name: str, c: int) -> float | None:
+    def _prediction(self, name: str, c: int) -> Prediction | None:
         if self.model is None:
             return None
         try:
-            p = self.model.predict(setting_params(self.candidates[name].parameters()), c)
+            return self.model.predict(setting_params(self.candidates[name].parameters()), c, stated=False)
         except SpecFrontierError:
+            return None
+
+    def _predict(self, name: str, c: int) -> float | None:
+        p = self._prediction(name, c)
+        if p is None:
             return None
         return p.aggregate_tok_s if self.search.objective == "aggregate_tok_s" else p.per_request_tok_s
 
-    def _band(self, c: int) -> float:
-        """The noise at C = c: the model's leave-one-out RMS error at that level (the model is not equally
-        good at every batch size), else its overall one, at least `search.min_gain`."""
-        if self.model is None:
-            return self.search.min_gain
-        loo = self.model.loo_rms_by_level.get(c, self.model.loo_rms.get(self.model.form))
-        return max(self.search.min_gain, loo or 0.0)
+    def _band(self, name: str, c: int) -> float | None:
+        """The error the model states for its prediction of `name` at C = c (its kind's, calibrated on the
+        model's held-out errors), at least `search.min_gain`; None when the model states none."""
+        p = self._prediction(name, c)
+        if p is None or p.halfwidth is None:
+            return None
+        return max(self.search.min_gain, p.halfwidth)
 
     def _beyond(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
         predicted = {n: p for n in self.candidates if n not in attempted and (p := self._predict(n, c)) is not None}
-        if not predicted:
+        beyond = {
+            n: p for n, p in predicted.items() if (band := self._band(n, c)) is not None and p > value * (1 + band)
+        }
+        if not beyond:
             return None
-        top = max(predicted, key=lambda n: predicted[n])
-        if predicted[top] <= value * (1.0 + self._band(c)):
-            return None
+        top = max(beyond, key=lambda n: beyond[n])
+        band = self._band(top, c) or 0.0
         return Proposal(
             self.candidates[top],
-            f"the model predicts {predicted[top]:.1f} at C={c}, above the measured best {best} ({value:.1f})",
+            f"the model predicts {beyond[top]:.1f} at C={c}, above the measured best {best} ({value:.1f}) by more "
+            f"than its stated error (+/-{100 * band:.1f} %)",
             self.targets,
         )
 
@@ -246,13 +254,14 @@ class GuidedStrategy:
             ((dim, s, self._predict(s.name, c)) for dim, s in self.moves(best, c) if s.name not in attempted),
             key=lambda item: -(item[2] if item[2] is not None else float("inf")),
         )  # the more promising move first
-        band, here = self._band(c), self._predict(best, c)
+        here = self._predict(best, c)
         if not self._trusted:
             ranked = [(dim, setting, None) for dim, setting, _ in ranked]  # ranked, but none ruled out
         for dim, setting, predicted in ranked:
-            if predicted is not None and predicted < value * (1.0 - band):
-                continue  # the model rules it out beyond its own error
-            if predicted is not None and here is not None and predicted < here * (1.0 - band):
+            band = None if predicted is None else self._band(setting.name, c)
+            if predicted is not None and band is not None and predicted < value * (1.0 - band):
+                continue  # the model rules it out beyond its stated error
+            if predicted is not None and band is not None and here is not None and predicted < here * (1.0 - band):
                 continue  # ... or below its own prediction of m (an error shared by neighbours cancels)
             shown = f"predicted {predicted:.1f}" if predicted is not None else "no prediction"
             return Proposal(
