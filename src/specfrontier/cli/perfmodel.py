@@ -100,6 +100,8 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     console.print(cells)
     for name, level, why in plan.unpredicted:
         console.print(f"  not predicted: {escape(name)} C={level}: {escape(why)}")
+    for why in plan.contradictions:
+        console.print(f"  [bold]contradicts the model's premises[/bold] (no fit passes near both): {escape(why)}")
     for in_fit, label in ((True, "fitted cells"), (False, "held-out cells")):
         errs = plan.errors(in_fit=in_fit)
         if errs:

@@ -35,6 +35,7 @@ import numpy as np
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
 from specfrontier.perfmodel.calibration import (
+    BEYOND,
     LEVEL_EXTRAPOLATED,
     LEVEL_INTERPOLATED,
     MIN_GROUPS,
@@ -124,8 +125,28 @@ class FittedModel:
         )
         return setting_class(tree, beyond, concurrency in self.levels)
 
+    def beyond(self, params: SettingParams) -> int:
+        """How far an unfitted chain lies beyond its family's fitted depths (depth steps; 0 inside or fitted);
+        an unfitted tree outside its family's fitted shapes counts 1."""
+        if params in self.measured_levels or not params.speculative:
+            return 0
+        tree = params.topk > 1
+        fitted = [
+            p for p in self.measured_levels if p.speculative and p.family == params.family and (p.topk > 1) == tree
+        ]
+        if not fitted:
+            return 0
+        if tree:
+            return 0 if self.error_class(params, self.levels[0]).find(BEYOND) < 0 else 1
+        depths = [p.steps for p in fitted]
+        return max(0, min(depths) - params.steps, params.steps - max(depths))
+
     def halfwidth(self, params: SettingParams, concurrency: int) -> float | None:
-        """The relative half-width the model states for its prediction of `params` at C (None: not known)."""
+        """The relative half-width the model states for its prediction of `params` at C (None: not known). A
+        chain further beyond the fitted depths than any held-out setting lay has none: the held-out errors
+        say nothing about how a longer extrapolation goes."""
+        if self.beyond(params) > self.calibration.reach:
+            return None
         return self.calibration.halfwidth(self.error_class(params, concurrency))
 
     def tau(self, params: SettingParams, concurrency: int | None = None) -> float:
@@ -193,13 +214,19 @@ class FittedModel:
         if cycle <= 0:
             raise ConfigError(f"model: cycle time at B={batch} is {cycle:.3g} ms; fix: fit on more cells")
         error_class = self.error_class(params, concurrency)
-        half = self.calibration.halfwidth(error_class)
+        half = self.halfwidth(params, concurrency)
         if half is None and stated:
             held = self.calibration.errors.get(error_class)
+            far = self.beyond(params)
+            why = (
+                f"{far} steps beyond the fitted depths, farther than any held-out setting lay "
+                f"({self.calibration.reach})"
+                if far > self.calibration.reach
+                else f"{error_class}: {0 if held is None else held.groups} held out, at least {MIN_GROUPS} are needed"
+            )
             raise ConfigError(
-                f"model: {params.label} at C={concurrency}: no stated error for a prediction of this kind "
-                f"({error_class}: {0 if held is None else held.groups} held out, at least {MIN_GROUPS} are "
-                "needed); fix: measure it, or measure more settings and levels of its kind"
+                f"model: {params.label} at C={concurrency}: no stated error for a prediction of this kind ({why}); "
+                "fix: measure it, or measure more settings and levels of its kind"
             )
         per_request = per_request_tok_s(tau, cycle)
         aggregate = batch * per_request
@@ -516,7 +543,7 @@ _Errors = dict[str, dict[int, list[float]]]
 """Held-out relative errors per class, per held-out group (the index of the setting or level left out)."""
 
 
-def _held_out(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, _Errors]:
+def _held_out(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel, tuple[_Errors, int]]:
     """The form's fit on all cells, and the relative errors of its held-out predictions by class: each
     measured setting, then each measured level, left out, the form refitted on the rest (its shape and free
     rates within a grid step of the full fit's, so the held-out cells do not pick them) predicts them. A
@@ -529,6 +556,7 @@ def _held_out(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel,
     groups = [[c for c in cells if c.params == p] for p in dict.fromkeys(c.params for c in cells)]
     groups += [[c for c in cells if c.concurrency == lv] for lv in sorted({c.concurrency for c in cells})]
     errors: _Errors = {}
+    reach = 0
     for group, held in enumerate(groups):
         rest = [c for c in cells if c not in held]
         if len(held) == len(cells) or len(rest) < 2:
@@ -552,14 +580,16 @@ def _held_out(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel,
                 continue
             by_group = errors.setdefault(model.error_class(c.params, c.concurrency), {})
             by_group.setdefault(group, []).extend(figures)
-    return full, errors
+            reach = max(reach, model.beyond(c.params))
+    return full, (errors, reach)
 
 
-_Fits = dict[str, tuple[FittedModel, _Errors]]
+_Fits = dict[str, tuple[FittedModel, tuple[_Errors, int]]]
+"""Per form: the fit, and its held-out errors with the farthest distance beyond the fitted depths held out."""
 
 
-def _pooled_rms(errors: _Errors) -> float | None:
-    pooled = [e for by_group in errors.values() for errs in by_group.values() for e in errs]
+def _pooled_rms(held: tuple[_Errors, int]) -> float | None:
+    pooled = [e for by_group in held[0].values() for errs in by_group.values() for e in errs]
     return _rms(pooled) if pooled else None
 
 
@@ -639,11 +669,10 @@ def fit_model(
             if _explains_plateaus(_pooled_rms(fits_inferred[chosen_inferred][1]), _pooled_rms(fits[chosen][1])):
                 fits, chosen = fits_inferred, chosen_inferred
     held = {form: _pooled_rms(fit[1]) for form, fit in fits.items()}
-    model, errors = fits[chosen]
+    model, (errors, reach) = fits[chosen]
     train = _rms(_relative_errors(model, usable, stated=False))
-    return replace(
-        model, train_rms=train, heldout_rms=held, cells=len(usable), rho=rho, calibration=Calibration.of(errors)
-    )
+    calibration = Calibration.of(errors, reach)
+    return replace(model, train_rms=train, heldout_rms=held, cells=len(usable), rho=rho, calibration=calibration)
 
 
 __all__ = ["FittedModel", "fit_model"]

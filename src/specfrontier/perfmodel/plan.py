@@ -24,6 +24,7 @@ from typing import Any
 from specfrontier.analysis.summary import RunData, summarise_cells
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.cells import cells_from_run, output_tokens_by_cell, setting_params
+from specfrontier.perfmodel.consistency import contradictions
 from specfrontier.perfmodel.decide import Decision, Option, decide
 from specfrontier.perfmodel.fit import FittedModel, fit_model
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
@@ -144,6 +145,8 @@ class Plan:
     """(setting, C, why) of every measured cell the model could not predict, so none is dropped silently."""
     held_out_concurrency: tuple[int, ...] = ()
     """Levels left out of the fit for every setting (`--hold-out-concurrency`)."""
+    contradictions: tuple[str, ...] = ()
+    """Pairs of fitted cells that contradict the model's premises (`consistency.py`): no fit passes near both."""
 
     def errors(self, *, in_fit: bool) -> list[float]:
         return [abs(r.error_pct) for r in self.rows if r.in_fit == in_fit]
@@ -293,7 +296,14 @@ def make_plan(
         peak = per_level[-1]
         depth.append(DepthChoice(family, tuple(per_level), peak[0].concurrency, peak[1]))
     return Plan(
-        model, fitted_names, tuple(rows), tuple(frontier), tuple(depth), tuple(unpredicted), tuple(sorted(held_levels))
+        model,
+        fitted_names,
+        tuple(rows),
+        tuple(frontier),
+        tuple(depth),
+        tuple(unpredicted),
+        tuple(sorted(held_levels)),
+        tuple(c.describe() for c in contradictions(fitted)),
     )
 
 
@@ -411,6 +421,7 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             for r in plan.rows
         ],
         "unpredicted": [{"setting": name, "concurrency": c, "why": why} for name, c, why in plan.unpredicted],
+        "contradictions": list(plan.contradictions),
         "frontier": [
             {
                 "concurrency": f.concurrency,

@@ -17,9 +17,9 @@ Levels the run measured use the measured cell (median over repeats, evidence onl
 measured ones uses the performance model's prediction (`perfmodel`, as `plan` predicts), with its stated
 error (`Prediction.halfwidth`: calibrated on the model's held-out errors for a fitted setting at an untested
 level; a level whose error the model cannot state is refused like one it cannot predict); its SLO verdict is
-met only when both measured neighbours meet it (latency grows with load). A level outside the measured range is refused: the model is not trusted beyond
-the cells it was fitted to. Every figure says whether it is measured or predicted, and each answer the
-share of busy time that rests on predictions.
+met only when both measured neighbours meet it (latency grows with load). A level outside the measured range
+is refused: the model is not trusted beyond the cells it was fitted to. Every figure says whether it is
+measured or predicted, and each answer the share of busy time that rests on predictions.
 
 A rate profile (req/s) becomes a concurrency profile per setting by Little's law: in a closed loop at C the
 setting completes X(C) = aggregate(C) / mean output tokens requests per second with mean latency

@@ -18,9 +18,9 @@ from specfrontier.perfmodel.calibration import (
     LEVEL_INTERPOLATED,
     UNMEASURED_CHAIN,
     UNMEASURED_TREE,
+    Z95,
     Calibration,
     HeldOutErrors,
-    t95,
 )
 from specfrontier.perfmodel.capacity import running_short
 from specfrontier.theory.acceptance import chain_tau, tree_tau
@@ -71,7 +71,7 @@ def test_dense_ground_truth_predicts_untested_depth_within_one_percent() -> None
     for c in (1, 4, 16, 64):
         b = min(c, _truth_capacity(target))
         expected = 1000 * chain_tau(RATES[:5]) / _truth_cycle_ms(b, target, moe=False)
-        got = model.predict(target, c)
+        got = model.predict(target, c, stated=False)
         assert got.batch == b
         assert got.per_request_tok_s == pytest.approx(expected, rel=0.01)
         assert got.aggregate_tok_s == pytest.approx(b * expected, rel=0.01)
@@ -128,7 +128,7 @@ def test_intervals_are_the_stated_error_of_the_prediction_kind() -> None:
     low, high = measured.per_request_interval
     assert low < measured.per_request_tok_s < high
     assert high / measured.per_request_tok_s - 1 == pytest.approx(half)
-    deeper = model.predict(SettingParams(steps=5, family="EAGLE3"), 4)  # beyond every fitted depth
+    deeper = model.predict(SettingParams(steps=4, family="EAGLE3"), 4)  # one step beyond every fitted depth
     assert deeper.error_class == UNMEASURED_CHAIN + BEYOND and deeper.halfwidth is not None
     # the held-out errors behind each stated error are kept, by the groups (settings, levels) they came from
     assert model.calibration.errors[LEVEL_INTERPOLATED].groups >= 1
@@ -138,13 +138,13 @@ def test_intervals_are_the_stated_error_of_the_prediction_kind() -> None:
 def test_a_stated_error_is_a_prediction_bound_over_held_out_groups() -> None:
     few = HeldOutErrors((0.02, -0.03, 0.01), groups=3)  # under SMALL_SAMPLE groups: at least the largest error
     rms = math.sqrt((0.02**2 + 0.03**2 + 0.01**2) / 3)
-    assert few.bound() == pytest.approx(max(t95(2) * rms * math.sqrt(1 + 1 / 3), 0.03))
+    assert few.bound() == pytest.approx(max(Z95 * rms * math.sqrt(1 + 1 / 3), 0.03))
     # ten errors from two levels left out are two pieces of evidence, not ten
     clustered = HeldOutErrors((0.05,) * 5 + (-0.05,) * 5, groups=2)
-    assert clustered.bound() == pytest.approx(t95(1) * 0.05 * math.sqrt(1.5))
+    assert clustered.bound() == pytest.approx(Z95 * 0.05 * math.sqrt(1.5))
     assert HeldOutErrors((0.05,), groups=1).bound() is None
     many = HeldOutErrors(tuple(0.04 * (-1) ** i for i in range(40)), groups=20)
-    assert many.bound() == pytest.approx(t95(19) * 0.04 * math.sqrt(1 + 1 / 20))
+    assert many.bound() == pytest.approx(Z95 * 0.04 * math.sqrt(1 + 1 / 20))  # no floor from 10 groups on
     # an interpolation with too few held-out groups takes its extrapolation's bound; nothing known: None
     cal = Calibration({LEVEL_EXTRAPOLATED: clustered, UNMEASURED_CHAIN: HeldOutErrors((0.01,), 1)})
     assert cal.halfwidth(LEVEL_INTERPOLATED) == cal.halfwidth(LEVEL_EXTRAPOLATED)
@@ -172,7 +172,7 @@ def test_a_prediction_without_a_stated_error_is_refused_unless_only_an_ordering_
     # one speculative setting: nothing can be held out to say how wrong an unmeasured depth would be
     model = fit_model(_cells([2], [1, 4, 16]))
     deeper = SettingParams(steps=4, family="EAGLE3")
-    with pytest.raises(ConfigError, match=r"no stated error for a prediction of this kind \(unmeasured chain"):
+    with pytest.raises(ConfigError, match=r"no stated error for a prediction of this kind \(2 steps beyond the fitted"):
         model.predict(deeper, 4)
     ordering = model.predict(deeper, 4, stated=False)
     assert ordering.halfwidth is None and ordering.aggregate_interval is None and ordering.aggregate_tok_s > 0
@@ -268,7 +268,7 @@ def test_turnaround_overhead_is_fitted_from_aggregates_with_output_lengths() -> 
     assert model.cycle.overhead_ms(4) == pytest.approx(200 + 30 * 4, rel=0.02)
     target = SettingParams(steps=4, family="EAGLE3")
     v = 1000 * chain_tau(RATES[:4]) / _truth_cycle_ms(6, target, moe=False)
-    got = model.predict(target, 6)
+    got = model.predict(target, 6, stated=False)
     assert got.per_request_tok_s == pytest.approx(v, rel=0.01)
     assert got.aggregate_tok_s == pytest.approx(6 * length / ((200 + 180) / 1000 + length / v), rel=0.01)
 
@@ -290,12 +290,15 @@ def test_a_ridge_between_powers_of_two_is_found_and_the_best_depth_is_right_at_e
             cells.append(ModelCell(f"s{s}", p, c, aggregate_tok_s=1000 * b * tau / truth(b, p)))
     model = fit_model([c for c in cells if c.params.steps <= 3])
     held = [c for c in cells if c.params.steps > 3]
-    errors = [abs(model.predict(c.params, c.concurrency).aggregate_tok_s / (c.aggregate_tok_s or 1) - 1) for c in held]
+    errors = [
+        abs(model.predict(c.params, c.concurrency, stated=False).aggregate_tok_s / (c.aggregate_tok_s or 1) - 1)
+        for c in held
+    ]
     assert model.form == "roofline" and max(errors) < 0.05
     for c in levels:
         row = [x for x in cells if x.concurrency == c]
         best = max(row, key=lambda x: x.aggregate_tok_s or 0.0)
-        chosen = max(row, key=lambda x: model.predict(x.params, c).aggregate_tok_s)
+        chosen = max(row, key=lambda x: model.predict(x.params, c, stated=False).aggregate_tok_s)
         assert (chosen.aggregate_tok_s or 0.0) >= 0.99 * (best.aggregate_tok_s or 0.0), c
 
 
@@ -337,7 +340,7 @@ def test_terms_the_cells_cannot_separate_are_named_not_split_arbitrarily() -> No
     # the carriers hold its cost exactly: 0.1 + 0.02 per request, 0.05 + 0.02 per draft token
     assert terms["per_request_ms"] == pytest.approx(0.12) and terms["draft_token_ms[EAGLE3]"] == pytest.approx(0.07)
     assert any(line.startswith("not separable from these cells: verify_token_ms") for line in model.describe())
-    assert model.predict(SettingParams(steps=5, family="EAGLE3"), 8).per_request_tok_s > 0
+    assert model.predict(SettingParams(steps=5, family="EAGLE3"), 8, stated=False).per_request_tok_s > 0
 
 
 def test_the_error_of_a_level_left_out_is_filed_as_a_level_prediction() -> None:

@@ -206,5 +206,6 @@ def test_a_trees_only_run_offers_no_chain_and_no_prediction_within_its_error(tmp
         n for p in doc["frontier"] for n in p["best_aggregate"]["measure"]
     }
     assert not any(n and n.startswith("EAGLE3 s") and " k" not in n for n in names)  # no chain (untested)
+    assert doc["contradictions"] and doc["contradictions"][0].startswith("C=1: s7k4d16")  # trees only here
     first = doc["frontier"][0]["best_aggregate"]
     assert first["concurrency"] == 1 and first["setting"] == "no-spec" and first["source"] == "measured"
