@@ -25,9 +25,11 @@ budget only with `search.extend_depth: all`).
      or below its own prediction of m: neighbours share much of the model's error, so their difference is
      surer); a move whose kind has no stated error is never ruled out, and a model fitted on fewer
      speculative settings than the dimensions + 2 orders moves but rules none out;
-5. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
-   beyond the model's stated error, and the moves the model cannot rule out have been measured. The stop
-   reason names the values of each dimension explored and the stated errors the search stopped on.
+5. with no move left, measure the unmeasured candidate the model predicts highest if it is predicted above
+   m at all (within its error: the model does not separate it from m, so it measures instead of guessing);
+6. stop when every target level is confirmed: nothing unmeasured is predicted above the measured best, and
+   the moves the model cannot rule out have been measured. The stop reason names the values of each
+   dimension explored and the stated errors the search stopped on.
 
 The answer is always a MEASURED setting: the model only chooses what to measure. When the model cannot
 be fitted (too few cells), the move rule alone decides, and the stop reason says so.
@@ -124,6 +126,8 @@ class GuidedStrategy:
             step = self._beyond(c, best, value, attempted)
             if step is None:
                 step = self._move(c, best, value, attempted)
+            if step is None:
+                step = self._unseparated(c, best, value, attempted)
             if step is not None:
                 return step
             confirmed.append(f"C={c}: {best} ({value:.1f})")
@@ -226,6 +230,27 @@ class GuidedStrategy:
             self.candidates[top],
             f"the model predicts {beyond[top]:.1f} at C={c}, above the measured best {best} ({value:.1f}) by more "
             f"than its stated error (+/-{100 * band:.1f} %)",
+            self.targets,
+        )
+
+    def _unseparated(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
+        """The unmeasured candidate the model predicts highest when it is above the measured best yet within
+        the model's error (so not measured as `_beyond`): the model does not separate it from the best, so it
+        is measured rather than ruled out; the search confirms only when nothing unmeasured is predicted
+        above the best. A model fitted on too few settings to be trusted has moves only."""
+        if not self._trusted:
+            return None
+        predicted = {n: p for n in self.candidates if n not in attempted and (p := self._predict(n, c)) is not None}
+        above = {n: p for n, p in predicted.items() if p > value}
+        if not above:
+            return None
+        top = max(above, key=lambda n: above[n])
+        band = self._band(top, c)
+        shown = "no stated error" if band is None else f"+/-{100 * band:.1f} %"
+        return Proposal(
+            self.candidates[top],
+            f"the model predicts {above[top]:.1f} at C={c}, above the measured best {best} ({value:.1f}) but within "
+            f"its error ({shown}): it does not separate them, so measure",
             self.targets,
         )
 
