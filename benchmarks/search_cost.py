@@ -97,7 +97,7 @@ def _config(case: Case, search: SearchConfig) -> SimTuneConfig:
     )
 
 
-def _overlap(a: OverRepeats | None, b: OverRepeats | None) -> bool:
+def overlap(a: OverRepeats | None, b: OverRepeats | None) -> bool:
     """True when two cells' repeat ranges overlap: the grid cannot tell them apart."""
     if a is None or b is None or None in (a.low, a.high, b.low, b.high):
         return False
@@ -148,7 +148,17 @@ def _space_config(search: SearchConfig) -> SimTuneConfig:
     )
 
 
-def _best(obs: Observations, level: int, objective: str) -> dict[str, float]:
+def regret(truth: Observations, got: Observations, level: int, objective: str) -> tuple[str, str, float]:
+    """(the grid's best, the search's pick, gap): the pick is the search's best measured setting at `level`,
+    the gap (best - the grid's value of the pick) / best, on the objective's median over repeats."""
+    values, measured = best_medians(truth, level, objective), best_medians(got, level, objective)
+    best = max(values, key=lambda n: values[n])
+    pick = max(measured, key=lambda n: measured[n])
+    return best, pick, (values[best] - values[pick]) / values[best]
+
+
+def best_medians(obs: Observations, level: int, objective: str) -> dict[str, float]:
+    """Each measured setting's median over repeats of `objective` at `level`."""
     return {
         n: f.median for n in obs.status if (f := obs.figure(n, level, objective)) is not None and f.median is not None
     }
@@ -177,10 +187,8 @@ def space_main(quick: bool, per_level: bool) -> int:
                 worst_ratio = max(worst_ratio, ratio)
                 explored = sweep.planner.explored if sweep.planner is not None else ""
                 for level in targets:
-                    values, measured = _best(truth, level, objective), _best(got, level, objective)
-                    best = max(values, key=lambda n: values[n])
-                    pick = max(measured, key=lambda n: measured[n])
-                    gap = (values[best] - values[pick]) / values[best]
+                    best, pick, gap = regret(truth, got, level, objective)
+                    values = best_medians(truth, level, objective)
                     worst_gap = max(worst_gap, gap)
                     rows.append(
                         f"| {pname} | {label} | C={level} | {best} ({values[best]:.0f}) | {pick} | {gap:.1%} | "
@@ -232,22 +240,10 @@ def main() -> int:
                     search = SearchConfig(strategy="guided", target_concurrency=(level,), objective=objective)  # type: ignore[arg-type]
                     run_id, _ = _run(store, profile, _config(case, search))
                     got = observe(store, run_id)
-                    values = {
-                        n: f.median
-                        for n in truth.status
-                        if (f := truth.figure(n, level, objective)) is not None and f.median is not None
-                    }
-                    best = max(values, key=lambda n: values[n])
-                    measured = {
-                        n: f.median
-                        for n in got.status
-                        if (f := got.figure(n, level, objective)) is not None and f.median is not None
-                    }
-                    pick = max(measured, key=lambda n: measured[n])
-                    gap = (values[best] - values[pick]) / values[best]
+                    best, pick, gap = regret(truth, got, level, objective)
                     tie = ""
                     grid_best, grid_pick = truth.figure(best, level, objective), truth.figure(pick, level, objective)
-                    if gap > 0.02 and _overlap(grid_best, grid_pick):
+                    if gap > 0.02 and overlap(grid_best, grid_pick):
                         tie = " (tie: repeat ranges overlap)"
                         ties += 1
                     costs = [(got.launches * x + got.engine_s) / (grid_launches * x + grid_s) for x in LAUNCH_S]
