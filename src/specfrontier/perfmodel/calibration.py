@@ -45,6 +45,10 @@ UNMEASURED_CHAIN = "unmeasured chain"
 UNMEASURED_TREE = "unmeasured tree"
 BEYOND = " beyond the fitted shapes"
 AT_UNMEASURED_LEVEL = " at an unmeasured level"
+AGAINST_BEST = ", against the best fitted setting"
+"""Suffix of a class of RATIOS: an unmeasured setting's prediction over the model's prediction of the best
+fitted cell at its level, against the measured ratio. A decision that it beats the best measured one rests on
+that ratio, and neighbouring settings share much of the model's error, so it is smaller than either's."""
 MIN_GROUPS = 2
 """Fewest held-out groups (settings or levels left out) a class needs before the model states its error."""
 SMALL_SAMPLE = 10
@@ -84,11 +88,13 @@ def setting_class(tree: bool, beyond: bool, level_measured: bool) -> str:
 
 def _fallback(error_class: str) -> str | None:
     """The class whose bound stands in for one with too few held-out groups: an interpolation takes the
-    matching extrapolation's (a larger error), nothing else does."""
+    matching extrapolation's (a larger error); a ratio its absolute counterpart's; nothing else."""
     if error_class == LEVEL_INTERPOLATED:
         return LEVEL_EXTRAPOLATED
     if error_class in (UNMEASURED_CHAIN, UNMEASURED_TREE):
         return error_class + BEYOND
+    if error_class.endswith(AGAINST_BEST):
+        return error_class.removesuffix(AGAINST_BEST)
     return None
 
 
@@ -143,6 +149,7 @@ class Calibration:
 
 
 __all__ = [
+    "AGAINST_BEST",
     "AT_UNMEASURED_LEVEL",
     "BEYOND",
     "LEVEL_EXTRAPOLATED",

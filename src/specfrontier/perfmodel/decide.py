@@ -4,9 +4,12 @@ beyond the error the model states, or that it cannot tell the options apart.
 A prediction carries the error the model states for its kind (`calibration.py`). So, at a level:
 
 - where some option was measured, the answer is the best measured one, unless an untested option (a setting
-  not measured there) is predicted above it by more than its own stated error (its interval's low end is
-  above the measured best): only then is the prediction offered. Untested options whose interval reaches
-  above the measured best are named: the model cannot rule them out, measure them;
+  not measured there) is predicted above it by more than its own stated error: only then is the prediction
+  offered. The comparison is the RATIO of the two predictions (the untested option's over the model's own
+  prediction of the measured best) against the stated error of such ratios (`halfwidth_against_best`,
+  calibrated on held-out settings against the best fitted one: neighbours share much of the model's error);
+  where the model has none, the untested prediction's own interval against the measured figure. Untested
+  options that may still lie above the measured best are named: the model cannot rule them out, measure them;
 - where nothing was measured, the best predicted option is offered only if it leads the second by more than
   its stated error; otherwise the model does not separate them, and nothing is predicted.
 
@@ -34,6 +37,7 @@ class Option:
     name: str
     measured: float | None
     prediction: Prediction | None
+    """The model's figures for it at this level (also for a measured option: the reference of a ratio)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,15 @@ def _value(p: Prediction, metric: Metric) -> float:
     return p.aggregate_tok_s if metric == "aggregate_tok_s" else p.per_request_tok_s
 
 
+def _judge(p: Prediction, value: float, half: float, measured: float, here: float | None) -> tuple[float, float]:
+    """(the option's ratio to the measured best, the stated error of that ratio): the ratio of the two
+    predictions with the error of such ratios when the model states one, else the prediction over the
+    measurement with the prediction's own error."""
+    if here and p.halfwidth_against_best is not None:
+        return value / here, p.halfwidth_against_best
+    return value / measured, half
+
+
 def decide(concurrency: int, options: Sequence[Option], metric: Metric) -> Decision:
     """The answer at `concurrency` for `metric` (module docstring)."""
     measured = [o for o in options if o.measured is not None]
@@ -78,12 +91,15 @@ def decide(concurrency: int, options: Sequence[Option], metric: Metric) -> Decis
     if measured:
         best = max(measured, key=lambda o: o.measured or 0.0)
         m = best.measured or 0.0
-        beat = [(o, v, h) for o, _, v, h in stated if v * (1.0 - h) > m]
+        here = None if best.prediction is None else _value(best.prediction, metric)
+        judged = [(o, v, *_judge(p, v, h, m, here)) for o, p, v, h in stated]
+        beat = [(o, v, h, ratio) for o, v, ratio, h in judged if ratio * (1 - h) > 1]
         if beat:
-            top, v, h = max(beat, key=lambda item: item[1])
-            others = tuple(o.name for o, *_ in sorted(beat, key=lambda item: -item[1]) if o is not top)
-            return Decision(concurrency, metric, top.name, v, True, h, 100.0 * (v / m - 1.0), others)
-        open_ = [(o, v) for o, _, v, h in stated if v * (1.0 + h) > m] + [(o, v) for o, v in unstated if v > m]
+            top, v, h, ratio = max(beat, key=lambda item: item[3])
+            others = tuple(o.name for o, *_ in sorted(beat, key=lambda item: -item[3]) if o is not top)
+            return Decision(concurrency, metric, top.name, v, True, h, 100.0 * (ratio - 1.0), others)
+        open_ = [(o, ratio) for o, _, ratio, h in judged if ratio * (1 + h) > 1]
+        open_ += [(o, v / here if here else v / m) for o, v in unstated if (v / here if here else v / m) > 1]
         names = tuple(o.name for o, _ in sorted(open_, key=lambda item: -item[1]))
         return Decision(concurrency, metric, best.name, m, False, None, None, names)
     if not stated:

@@ -35,6 +35,7 @@ import numpy as np
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
 from specfrontier.perfmodel.calibration import (
+    AGAINST_BEST,
     BEYOND,
     LEVEL_EXTRAPOLATED,
     LEVEL_INTERPOLATED,
@@ -124,6 +125,16 @@ class FittedModel:
             for i, value in enumerate(shape(params))
         )
         return setting_class(tree, beyond, concurrency in self.levels)
+
+    def halfwidth_against_best(self, params: SettingParams, concurrency: int) -> float | None:
+        """The stated error of the RATIO of an unmeasured setting's prediction to the model's prediction of the
+        best fitted cell at C (`calibration.AGAINST_BEST`): what "it beats the best measured one" rests on.
+        None for a fitted setting, at an unmeasured level, or without held-out ratios of its kind."""
+        if params in self.measured_levels or concurrency not in self.levels:
+            return None
+        if self.beyond(params) > self.calibration.reach:
+            return None
+        return self.calibration.halfwidth(self.error_class(params, concurrency) + AGAINST_BEST)
 
     def beyond(self, params: SettingParams) -> int:
         """How far an unfitted chain lies beyond its family's fitted depths (depth steps; 0 inside or fitted);
@@ -248,6 +259,7 @@ class FittedModel:
             aggregate_interval=None if half is None else (aggregate * (1 - half), aggregate * (1 + half)),
             error_class=error_class,
             halfwidth=half,
+            halfwidth_against_best=self.halfwidth_against_best(params, concurrency),
         )
 
     def describe(self) -> list[str]:
@@ -576,12 +588,37 @@ def _held_out(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel,
                 continue
             try:
                 figures = _relative_errors(model, [c])
+                against = _against_best(model, c, rest)
             except ConfigError:
                 continue
-            by_group = errors.setdefault(model.error_class(c.params, c.concurrency), {})
-            by_group.setdefault(group, []).extend(figures)
+            error_class = model.error_class(c.params, c.concurrency)
+            errors.setdefault(error_class, {}).setdefault(group, []).extend(figures)
+            if against:
+                errors.setdefault(error_class + AGAINST_BEST, {}).setdefault(group, []).extend(against)
             reach = max(reach, model.beyond(c.params))
     return full, (errors, reach)
+
+
+def _against_best(model: FittedModel, held: ModelCell, rest: Sequence[ModelCell]) -> list[float]:
+    """For an unmeasured setting at a fitted level: the error of its predicted RATIO to the best fitted cell
+    there (by aggregate, else by decode rate), against the measured ratio; what a decision "it beats the best
+    measured one" rests on, and smaller than either prediction's own error when the two share it."""
+    if held.params in model.measured_levels:
+        return []
+    at_level = [c for c in rest if c.concurrency == held.concurrency]
+    figure = "aggregate_tok_s" if any(c.aggregate_tok_s for c in at_level) else "per_request_tok_s"
+    at_level = [c for c in at_level if getattr(c, figure)]
+    if not at_level:
+        return []
+    best = max(at_level, key=lambda c: getattr(c, figure) or 0.0)
+    p_held = model.predict(held.params, held.concurrency, stated=False)
+    p_best = model.predict(best.params, best.concurrency, stated=False)
+    out = []
+    for figure in ("aggregate_tok_s", "per_request_tok_s"):
+        h, b = getattr(held, figure), getattr(best, figure)
+        if h and b:
+            out.append((getattr(p_held, figure) / getattr(p_best, figure)) / (h / b) - 1.0)
+    return out
 
 
 _Fits = dict[str, tuple[FittedModel, tuple[_Errors, int]]]
@@ -589,7 +626,15 @@ _Fits = dict[str, tuple[FittedModel, tuple[_Errors, int]]]
 
 
 def _pooled_rms(held: tuple[_Errors, int]) -> float | None:
-    pooled = [e for by_group in held[0].values() for errs in by_group.values() for e in errs]
+    """The RMS of every held-out prediction's error (the ratios against the best fitted setting left out:
+    they are the same predictions seen another way)."""
+    pooled = [
+        e
+        for name, by_group in held[0].items()
+        if not name.endswith(AGAINST_BEST)
+        for errs in by_group.values()
+        for e in errs
+    ]
     return _rms(pooled) if pooled else None
 
 

@@ -320,12 +320,10 @@ def _options(
     for cand in cands:
         cell = figures.get((cand.name, level)) if cand.measured else None
         measured = None if cell is None else getattr(cell, metric)
-        prediction = None
-        if measured is None:
-            try:
-                prediction = model.predict(cand.params, level, stated=False)
-            except ConfigError:
-                prediction = None
+        try:
+            prediction: Prediction | None = model.predict(cand.params, level, stated=False)
+        except ConfigError:
+            prediction = None
         out.append(Option(cand.name, measured, prediction))
     return out
 

@@ -99,6 +99,9 @@ class Prediction:
     unmeasured chain or tree, ...): its stated error is calibrated on held-out predictions of that kind."""
     halfwidth: float | None = None
     """The stated relative error (the intervals are the prediction x (1 +/- it)); None: not known."""
+    halfwidth_against_best: float | None = None
+    """For an unmeasured setting at a fitted level: the stated error of its prediction's ratio to the model's
+    prediction of the best fitted setting there (a comparison, whose shared error cancels); None otherwise."""
 
 
 __all__ = ["ModelCell", "Prediction", "SettingParams"]

@@ -15,19 +15,21 @@ budget only with `search.extend_depth: all`).
    failed to run), or a drafter family the model cannot predict has no measured setting, measure one
    (a family never measured is a reason to measure, never a silent "confirmed");
 4. per target level, with m the best measured setting there (the objective's median over repeats):
-   - measure the unmeasured candidate with the highest prediction if it is predicted to beat m by more
-     than the error the model states for that kind of prediction (an unmeasured chain, an unmeasured
-     tree: `perfmodel.calibration`, calibrated on the model's own held-out errors of that kind), and by
-     at least `search.min_gain`;
+   - measure the unmeasured candidate the model ranks highest if it stands above m by more than the error
+     the model states for that comparison: its predicted ratio to the model's own prediction of m, against
+     the stated error of such ratios (`Prediction.halfwidth_against_best`, calibrated on the model's own
+     held-out settings: neighbours share much of the model's error, so it is smaller than either
+     prediction's); where none is stated, its prediction against m's measurement with its own stated error
+     (`perfmodel.calibration`); and by at least `search.min_gain`;
    - else step from m along every dimension (`space.steps_along`: the next value up and down, each
      other category; and one depth deeper or shallower on m's ladder), the most promising move first,
-     unless the model predicts it below m by more than the move's stated error (below m's measurement,
-     or below its own prediction of m: neighbours share much of the model's error, so their difference is
-     surer); a move whose kind has no stated error is never ruled out, and a model fitted on fewer
-     speculative settings than the dimensions + 2 orders moves but rules none out;
-5. with no move left, measure the unmeasured candidate the model predicts highest if it is predicted above
-   m at all (within its error: the model does not separate it from m, so it measures instead of guessing);
-6. stop when every target level is confirmed: nothing unmeasured is predicted above the measured best, and
+     unless the model places it below m by more than the stated error of that comparison; a move whose
+     kind has no stated error is never ruled out, and a model fitted on fewer speculative settings than the
+     dimensions + 2 orders moves but rules none out;
+5. with no move left, measure the unmeasured candidate the model ranks highest if it stands above m by more
+   than `search.min_gain` (within its error: the model does not separate it from m, so it measures instead
+   of guessing);
+6. stop when every target level is confirmed: nothing unmeasured stands above m by more than that, and
    the moves the model cannot rule out have been measured. The stop reason names the values of each
    dimension explored and the stated errors the search stopped on.
 
@@ -217,40 +219,55 @@ class GuidedStrategy:
             return None
         return max(self.search.min_gain, p.halfwidth)
 
+    def _judged(self, name: str, c: int, best: str, value: float) -> tuple[float, float | None] | None:
+        """(`name`'s standing against the measured best m at C: its predicted ratio to the model's own
+        prediction of m, the stated error of such ratios), calibrated on held-out settings against the best
+        fitted one (`Prediction.halfwidth_against_best`: neighbours share much of the model's error); without
+        it, the prediction over m's measurement with the prediction's own error. The error is at least
+        `search.min_gain`, None when the model states none; None overall when nothing is predicted."""
+        p, here = self._predict(name, c), self._predict(best, c)
+        if p is None:
+            return None
+        prediction = self._prediction(name, c)
+        against = None if prediction is None else prediction.halfwidth_against_best
+        if here and against is not None:
+            return p / here, max(self.search.min_gain, against)
+        return p / value, self._band(name, c)
+
     def _beyond(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
-        predicted = {n: p for n in self.candidates if n not in attempted and (p := self._predict(n, c)) is not None}
-        beyond = {
-            n: p for n, p in predicted.items() if (band := self._band(n, c)) is not None and p > value * (1 + band)
-        }
+        judged = {n: j for n in self.candidates if n not in attempted and (j := self._judged(n, c, best, value))}
+        beyond = {n: ratio for n, (ratio, band) in judged.items() if band is not None and ratio > 1 + band}
         if not beyond:
             return None
         top = max(beyond, key=lambda n: beyond[n])
-        band = self._band(top, c) or 0.0
+        band = judged[top][1] or 0.0
         return Proposal(
             self.candidates[top],
-            f"the model predicts {beyond[top]:.1f} at C={c}, above the measured best {best} ({value:.1f}) by more "
-            f"than its stated error (+/-{100 * band:.1f} %)",
+            f"the model predicts {self._predict(top, c) or 0.0:.1f} at C={c}, {100 * (beyond[top] - 1):+.1f} % against "
+            f"the measured best {best} ({value:.1f}), beyond its stated error (+/-{100 * band:.1f} %)",
             self.targets,
         )
 
     def _unseparated(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
-        """The unmeasured candidate the model predicts highest when it is above the measured best yet within
-        the model's error (so not measured as `_beyond`): the model does not separate it from the best, so it
-        is measured rather than ruled out; the search confirms only when nothing unmeasured is predicted
-        above the best. A model fitted on too few settings to be trusted has moves only."""
+        """The unmeasured candidate the model ranks highest when it stands above the measured best by more than
+        `search.min_gain` yet within the model's error (so not measured as `_beyond`): the model does not
+        separate it from the best, so it is measured rather than ruled out; the search confirms only when
+        nothing unmeasured stands that far above the best. A model fitted on too few settings to be trusted
+        has moves only."""
         if not self._trusted:
             return None
-        predicted = {n: p for n in self.candidates if n not in attempted and (p := self._predict(n, c)) is not None}
-        above = {n: p for n, p in predicted.items() if p > value}
+        judged = {n: j for n in self.candidates if n not in attempted and (j := self._judged(n, c, best, value))}
+        above = {n: ratio for n, (ratio, _) in judged.items() if ratio > 1.0 + self.search.min_gain}
         if not above:
             return None
         top = max(above, key=lambda n: above[n])
-        band = self._band(top, c)
+        band = judged[top][1]
         shown = "no stated error" if band is None else f"+/-{100 * band:.1f} %"
         return Proposal(
             self.candidates[top],
-            f"the model predicts {above[top]:.1f} at C={c}, above the measured best {best} ({value:.1f}) but within "
-            f"its error ({shown}): it does not separate them, so measure",
+            f"the model predicts {self._predict(top, c) or 0.0:.1f} at C={c}, {100 * (above[top] - 1):+.1f} % against "
+            f"the measured best {best} ({value:.1f}) but within its error ({shown}): it does not separate them, "
+            "so measure",
             self.targets,
         )
 
@@ -279,15 +296,12 @@ class GuidedStrategy:
             ((dim, s, self._predict(s.name, c)) for dim, s in self.moves(best, c) if s.name not in attempted),
             key=lambda item: -(item[2] if item[2] is not None else float("inf")),
         )  # the more promising move first
-        here = self._predict(best, c)
         if not self._trusted:
             ranked = [(dim, setting, None) for dim, setting, _ in ranked]  # ranked, but none ruled out
         for dim, setting, predicted in ranked:
-            band = None if predicted is None else self._band(setting.name, c)
-            if predicted is not None and band is not None and predicted < value * (1.0 - band):
-                continue  # the model rules it out beyond its stated error
-            if predicted is not None and band is not None and here is not None and predicted < here * (1.0 - band):
-                continue  # ... or below its own prediction of m (an error shared by neighbours cancels)
+            judged = None if predicted is None else self._judged(setting.name, c, best, value)
+            if judged is not None and judged[1] is not None and judged[0] < 1.0 - judged[1]:
+                continue  # the model rules it out beyond its stated error (of the ratio to m, where stated)
             shown = f"predicted {predicted:.1f}" if predicted is not None else "no prediction"
             return Proposal(
                 setting,

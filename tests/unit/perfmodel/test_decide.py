@@ -4,6 +4,8 @@ otherwise "the model does not separate these settings here; measure"."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from specfrontier.perfmodel.decide import NOT_SEPARATED, Option, decide
 from specfrontier.perfmodel.types import Prediction
 
@@ -41,3 +43,19 @@ def test_where_nothing_is_measured_the_model_must_lead_beyond_its_error() -> Non
     apart = [Option("a", None, _p(120.0, 0.08)), Option("b", None, _p(100.0, 0.08))]
     d = decide(24, apart, "aggregate_tok_s")
     assert d.choice == "a" and d.predicted and d.lead_pct is not None and abs(d.lead_pct - 20.0) < 1e-9
+
+
+def test_an_untested_option_is_judged_by_its_predicted_ratio_to_the_measured_best() -> None:
+    """The model over-predicts the measured best here (120 for 100 measured): its prediction of an untested
+    neighbour, 125, is only 4 % above its own prediction of the best, within the 5 % stated for such ratios,
+    though 125 x (1 - 10 %) would clear the measured 100."""
+
+    def ratio(agg: float, half: float, against: float | None) -> Prediction:
+        return dataclasses.replace(_p(agg, half), halfwidth_against_best=against)
+
+    best = Option("a", 100.0, _p(120.0, 0.10))
+    d = decide(1, [best, Option("c (untested)", None, ratio(125.0, 0.10, 0.05))], "aggregate_tok_s")
+    assert d.choice == "a" and d.measure == ("c (untested)",)
+    d = decide(1, [best, Option("c (untested)", None, ratio(140.0, 0.10, 0.05))], "aggregate_tok_s")
+    assert d.choice == "c (untested)" and d.halfwidth == 0.05
+    assert d.lead_pct is not None and abs(d.lead_pct - 100 * (140 / 120 - 1)) < 1e-9

@@ -13,6 +13,7 @@ from specfrontier.errors import ConfigError
 from specfrontier.perfmodel import ModelCell, SettingParams, fit_capacity, fit_model
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, solve_alpha
 from specfrontier.perfmodel.calibration import (
+    AGAINST_BEST,
     BEYOND,
     LEVEL_EXTRAPOLATED,
     LEVEL_INTERPOLATED,
@@ -130,6 +131,9 @@ def test_intervals_are_the_stated_error_of_the_prediction_kind() -> None:
     assert high / measured.per_request_tok_s - 1 == pytest.approx(half)
     deeper = model.predict(SettingParams(steps=4, family="EAGLE3"), 4)  # one step beyond every fitted depth
     assert deeper.error_class == UNMEASURED_CHAIN + BEYOND and deeper.halfwidth is not None
+    # its ratio to the best fitted setting has a stated error of its own, from held-out settings' ratios
+    assert UNMEASURED_CHAIN + BEYOND + AGAINST_BEST in model.calibration.errors
+    assert deeper.halfwidth_against_best is not None and measured.halfwidth_against_best is None
     # the held-out errors behind each stated error are kept, by the groups (settings, levels) they came from
     assert model.calibration.errors[LEVEL_INTERPOLATED].groups >= 1
     assert "unmeasured chain beyond the fitted shapes +/-" in model.calibration.describe()

@@ -172,7 +172,7 @@ class _Pessimist:
     def predict(self, params: object, concurrency: int, *, stated: bool = True) -> object:
         from types import SimpleNamespace
 
-        return SimpleNamespace(aggregate_tok_s=1.0, per_request_tok_s=1.0, halfwidth=0.02)
+        return SimpleNamespace(aggregate_tok_s=1.0, per_request_tok_s=1.0, halfwidth=0.02, halfwidth_against_best=None)
 
 
 def test_a_model_fitted_on_too_few_settings_orders_moves_but_rules_none_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,7 +202,9 @@ class _Optimist:
 
         steps = getattr(params, "steps", 0)
         value = self.top if steps == 3 and getattr(params, "topk", 1) == 1 else 50.0
-        return SimpleNamespace(aggregate_tok_s=value, per_request_tok_s=value, halfwidth=0.1)
+        return SimpleNamespace(
+            aggregate_tok_s=value, per_request_tok_s=value, halfwidth=0.1, halfwidth_against_best=None
+        )
 
 
 @pytest.mark.parametrize(("top", "why"), [(105.0, "within its error (+/-10.0 %)"), (125.0, "beyond")])
@@ -219,7 +221,7 @@ def test_guided_measures_a_prediction_beyond_its_stated_error_and_one_it_cannot_
     step = strategy.propose(_observed(dict.fromkeys(measured, 100.0)), set(measured))
     assert isinstance(step, Proposal) and step.setting.name == "s3k1"
     if why == "beyond":
-        assert "by more than its stated error (+/-10.0 %)" in step.reason
+        assert "beyond its stated error (+/-10.0 %)" in step.reason
     else:
         assert why in step.reason and step.reason.endswith("it does not separate them, so measure")
     done = strategy.propose(_observed(dict.fromkeys([*measured, "s3k1"], 100.0)), {*measured, "s3k1"})
