@@ -24,12 +24,12 @@ fewer than MIN_GROUPS groups takes its extrapolated counterpart's bound (a large
 otherwise the model does not know how wrong it is there, states no error, and `FittedModel.predict` refuses
 unless the caller only wants an ordering.
 
-Why these numbers (benchmarks/model_public.py; every held-out figure of the 8 public tables fitted, 404
+Why these numbers (benchmarks/model_public.py; every held-out figure of the 9 public tables fitted, 422
 figures, each judged by the bound its own fold's held-out errors gave): 2 x the leave-one-cell-out RMS (the
-rule before issue 38) covered 86.7 %; the nominal 90 % bound (1.645) with the floor covered 90.8 %, too close
-to the 90 % asked; the nominal 95 % bound with the floor covers 92.8 % (median stated error 8.9 %). The
-errors of real tables are heavier-tailed than normal, so a nominal 95 % bound covers about 93 %. Student's t
-with n - 1 degrees of freedom covered 97.3 % at a median of 15.4 %: with two or three groups per class it
+rule before issue 38) covered 86.7 %; the nominal 90 % bound (1.645) with the floor covered 90.3 %, too close
+to the 90 % asked; the nominal 95 % bound with the floor covers 92.4 % (median stated error 9.0 %). The
+errors of real tables are heavier-tailed than normal, so a nominal 95 % bound covers about 92 %. Student's t
+with n - 1 degrees of freedom covered 97.2 % at a median of 15.4 %: with two or three groups per class it
 states errors too wide to tell settings apart.
 """
 
