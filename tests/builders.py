@@ -7,6 +7,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -113,6 +114,36 @@ def one_level_run(
     data = load_run(store, run_id)
     store.close()
     return data
+
+
+def store_cells(
+    path: Path,
+    cells: dict[str, dict[int, list[RequestRecord]]],
+    *,
+    config: dict[str, Any] | None = None,
+    client_health: Callable[[str, int], dict[str, Any] | None] | None = None,
+) -> tuple[Store, str]:
+    """A hand-made run of one repeat per cell (setting -> C -> its requests, with `client_health(setting, C)`
+    stored beside them when given): the first setting is the baseline, each stored launch is `srv NAME`.
+    Returns the open store and the run's id."""
+    store = Store(path)
+    run_id = store.create_run(engine="external", config=config or {}, environment={"engine_version": "x"})
+    for pos, (name, by_level) in enumerate(cells.items()):
+        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
+        store.update_setting(run_id, name, status="done", command=["srv", name])
+        for c, requests in by_level.items():
+            store.record_cell(
+                run_id,
+                setting_id=name,
+                workload="w",
+                concurrency=c,
+                repeat=0,
+                requests=requests,
+                counters=None,
+                acceptance_source=None,
+                client_health=client_health(name, c) if client_health is not None else None,
+            )
+    return store, run_id
 
 
 def closed_loop_ms(

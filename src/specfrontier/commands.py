@@ -47,6 +47,8 @@ _BENCH_FLAGS = (
     ("repeats", "--repeats"),
     ("rounds_per_cell", "--rounds"),
     ("cell_duration_s", "--cell-duration"),
+    ("cell_lifetimes", "--cell-lifetimes"),
+    ("max_client_lag_share", "--max-client-lag-share"),
     ("request_timeout_s", "--request-timeout"),
 )
 """Stored `bench` config keys -> the option that sets them (the levels and the workload apart)."""

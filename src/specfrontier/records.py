@@ -14,6 +14,13 @@ from typing import Any, Literal
 ApiKind = Literal["chat", "completion"]
 
 
+MAX_PROMPTS = 10_000
+"""Most prompts in one pass (`workload.prompts`, `bench --prompts`, what `workloads[]` draws). Every cell
+sends whole passes over its prompts, so a pass of N prompts is at least N requests per cell and level: a
+100 MB file of 100,000 prompts made every cell 100,000 requests long, with nothing printed for minutes
+(issue 39). A sample (`workloads[].prompts`) keeps the mix and bounds the cell."""
+
+
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """One request body to send: a chat conversation or a raw completion prompt."""
@@ -132,6 +139,7 @@ class SpecCounters:
 
 
 __all__ = [
+    "MAX_PROMPTS",
     "TURN_SEPARATOR",
     "ApiKind",
     "Prompt",

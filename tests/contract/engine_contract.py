@@ -136,7 +136,11 @@ class LiveEngineContract(EngineContract):
             root = f"http://127.0.0.1:{port}"
             try:
                 server.start()
-                await server.wait_ready(root + adapter.health_path, timeout_s=adapter.startup_timeout_s)
+                await server.wait_ready(
+                    root + adapter.health_path,
+                    timeout_s=adapter.startup_timeout_s,
+                    probe_timeout_s=adapter.health_timeout_s,
+                )
                 async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
                     capacity = await adapter.capacity(session, root, setting)
                     assert capacity.max_running_requests >= 1 and capacity.source

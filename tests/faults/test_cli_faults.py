@@ -15,6 +15,7 @@ real HTTP), except the port case, which must force the port and so runs the swee
 from __future__ import annotations
 
 import io
+import json
 import os
 import shlex
 import signal
@@ -99,12 +100,17 @@ async def completions(request):
     await resp.prepare(request)
     if MODE == "stall":  # 200, then nothing, for good
         await asyncio.sleep(3600)
-    for i, word in enumerate(["one ", "two ", "three"]):
-        await asyncio.sleep(0.05)  # a request lasts ~0.15 s: a cell of whole passes has a steady state
-        finish = "stop" if i == 2 else None
+    # a request lasts ~0.15 s (a cell of whole passes has a steady state); 'slow': 0.6 s, with usage
+    delay, words = (0.1, ["one "] * 5 + ["six"]) if MODE == "slow" else (0.05, ["one ", "two ", "three"])
+    for i, word in enumerate(words):
+        await asyncio.sleep(delay)
+        finish = "stop" if i == len(words) - 1 else None
         chunk = {"choices": [{"index": 0, "delta": {"content": word}, "finish_reason": finish}]}
         await resp.write(f"data: {json.dumps(chunk)}\\n\\n".encode())
-    await resp.write(b"data: [DONE]\\n\\n")  # no usage chunk, whatever stream_options asked
+    if MODE == "slow":
+        usage = {"prompt_tokens": 4, "completion_tokens": len(words), "total_tokens": 4 + len(words)}
+        await resp.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\\n\\n".encode())
+    await resp.write(b"data: [DONE]\\n\\n")  # 'no-usage': no usage chunk, whatever stream_options asked
     return resp
 
 app = web.Application()
@@ -117,7 +123,8 @@ web.run_app(app, host="127.0.0.1", port=PORT, print=None, handle_signals=True)
 
 @pytest.fixture
 def stub_server(tmp_path: Path) -> Iterator[Any]:
-    """Start the stub OpenAI server in a mode ('stall', 'no-usage' or 'half-fail'); stopped by process group."""
+    """Start the stub OpenAI server in a mode ('stall', 'no-usage', 'half-fail' or 'slow'); stopped by process
+    group."""
     started: list[subprocess.Popen[bytes]] = []
     script = tmp_path / "stub_server.py"
     script.write_text(_STUB)
@@ -411,3 +418,36 @@ def test_bench_where_half_the_requests_failed_is_no_evidence_and_exits_1(
     assert rows.cells == 1  # stored and shown, not hidden
     assert "Evidence per cell" in done.stdout
     matrix.rows(after=rows)
+
+
+def test_bench_as_the_readme_shows_it_answers_every_level_of_a_server_whose_requests_take_0_6_s(
+    tmp_path: Path, stub_server: Any, matrix: MatrixEntry
+) -> None:
+    """Issue 39, item 7: the README's `bench --url URL --concurrency 1,16,64` against a server whose requests
+    take 0.6 s. Before, a cell sent 2 rounds x C requests: C = 16 and 64 had no steady state, not evidence.
+    Now bench sizes each closed-loop cell from the measured request lifetime as tune does: every level is
+    evidence, exit 0, and the report says how long each cell ran and why."""
+    url = stub_server("slow")
+    store = tmp_path / "b.db"
+    done = cli("bench", "--url", url, "--concurrency", "1,16,64", "--store", str(store), "--quiet",
+               cwd=tmp_path, timeout=300)  # fmt: skip
+    run_id = latest_run(store)
+    report = json.loads(cli("report", run_id, "--store", str(store), "--format", "json", cwd=tmp_path).stdout)
+    cells = {c["concurrency"]: c for c in report["cells"]}
+    assert sorted(cells) == [1, 16, 64]
+    verdicts = {c: cell["verdict"] for c, cell in cells.items()}
+    assert not any("steady" in v for v in verdicts.values()), verdicts  # before: C = 16 and 64 had none
+    lagged = [c for c, v in verdicts.items() if "client could not keep up" in v]
+    if not lagged:  # the done criterion: every level is evidence, exit 0
+        assert done.returncode == 0, done.stderr + done.stdout
+    for c, cell in cells.items():
+        # The sizing's part holds whatever the host: a steady state at every level. On a host so busy that
+        # the client itself could not keep up (lag p99 over 2 % of the 0.6 s lifetime), the evidence rule
+        # refuses those cells as it should (issue 39, item 6): they say so, and nothing else.
+        assert cell["evidence"] or (c in lagged and verdicts[c].startswith("not evidence: client could not keep up"))
+        assert cell["repeats"] == 3 and len(cell["load"]) == 3
+        sized = cell["load"][-1]
+        assert "request lifetimes of 0.6" in sized["sized_by"], sized  # its level's own lifetime, ~0.6 s
+        assert sized["send_s"] >= (2 if c == 1 else 4) * 0.6 and sized["window_s"] >= sized["send_s"]
+    assert "How long each cell ran" in done.stdout and "8 request lifetimes of 0.6" in done.stdout
+    matrix.rows(after=count_rows(store))

@@ -8,6 +8,10 @@
 - Cells where half the requests failed (one prompt over the context length: HTTP 400): stored and shown,
   but not evidence (`max_failed_share`, default 1 %), so no best setting or recommendation rests on them;
   with no evidence left the run exits 1.
+- A client that cannot keep up (issue 39, item 6): a thread of the tool's own process holds the GIL, so its
+  event loop wakes tens of milliseconds late (a large share of the face's ~0.1 s requests). Every cell's
+  client could not keep up: stored and shown, not evidence, no recommendation, exit 1 (before: exit 0,
+  recommending, with a WARNING).
 """
 
 from __future__ import annotations
@@ -153,3 +157,37 @@ def test_a_bound_out_of_range_is_refused_before_any_server_starts(tmp_path: Path
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "max_failed_share" in done.stderr
     assert not store.exists()
+
+
+# -- a client that cannot keep up (issue 39, item 6) ----------------------------------------------------
+
+CLIENT_STARVED = (
+    "import sys, threading\n"
+    "def _hog():\n"
+    "    while True:\n"
+    "        pass\n"
+    "sys.setswitchinterval(0.02)\n"  # the loop waits up to 20 ms for the GIL at every wake-up: lag p99 > 5 ms
+    "threading.Thread(target=_hog, daemon=True).start()\n"  # and the process burns a whole core: CPU > 90 %
+)
+"""Python run in the tool's process before `main()`: its own client starved, the server untouched."""
+
+
+def test_a_client_that_cannot_keep_up_is_not_evidence_and_the_run_exits_1(tmp_path: Path, matrix: MatrixEntry) -> None:
+    store = tmp_path / "s.db"
+    config = write_config(tmp_path / "tune.yaml", sim_config(store, repeats=1, max_client_lag_share=0.02))
+    done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path, timeout=240, before=CLIENT_STARVED)
+    assert done.returncode == 1, done.stderr
+    line = _line(done.stderr, "NO EVIDENCE:")
+    assert "all 4 stored cell(s)" in line and "client could not keep up (repeat 1: " in line
+    run_id = latest_run(store)
+    assert run_status(store, run_id) == "done"  # nothing is missing: it is the evidence that is not there
+    rows = count_rows(store)
+    assert rows.cells == 4  # stored and shown, not hidden
+    report = _report(tmp_path, store, run_id)
+    assert report["recommendations"] == [] and report["best_per_concurrency"] == []
+    for cell in report["cells"]:
+        assert cell["client_saturated"] and not cell["evidence"]
+        assert "client could not keep up (repeat 1: " in cell["verdict"]
+    terminal = cli("report", run_id, "--store", str(store), cwd=tmp_path)
+    assert "the client could not keep up (repeat 1: " in terminal.stdout and "not evidence; fix: " in terminal.stdout
+    matrix.rows(after=rows)

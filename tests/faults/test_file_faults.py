@@ -227,8 +227,10 @@ def test_tune_refuses_a_non_empty_file_that_is_no_store_and_leaves_it_unchanged(
         db.close()
     before = target.read_bytes()
     done = _tune(tmp_path, target, "--quiet")
-    line = _one_line(done, 1, "StoreError")
-    assert line == f"StoreError: store = '{target}': {said}; fix: pass the --store written by `specfrontier tune`{fix}"
+    line = _one_line(done, 2, "StoreRefused")  # bad input: exit 2 (issue 39)
+    assert (
+        line == f"StoreRefused: store = '{target}': {said}; fix: pass the --store written by `specfrontier tune`{fix}"
+    )
     assert target.read_bytes() == before
     assert _listing(tmp_path) == ["c.yaml", "notes.db"]
     assert not (tmp_path / "specfrontier-logs").exists()
@@ -252,8 +254,8 @@ def test_tune_into_a_damaged_store_refuses_with_the_recover_fix(tmp_path: Path, 
     corrupt_request_pages(store)
     before = store.read_bytes()
     done = _tune(tmp_path, store, "--quiet")
-    line = _one_line(done, 1, "StoreError")
-    assert line.startswith(f"StoreError: store = '{store}': opening: ")
+    line = _one_line(done, 2, "StoreRefused")
+    assert line.startswith(f"StoreRefused: store = '{store}': opening: ")
     assert line.endswith(
         f"; fix: restore a copy, or recover what is readable with `sqlite3 {store} .recover | sqlite3 NEW.db`"
     )

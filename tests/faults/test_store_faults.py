@@ -111,9 +111,9 @@ def test_report_on_a_damaged_page_is_one_line_with_the_recover_fix(tuned: tuple[
     corrupt_request_pages(store)
     before = _snapshot(store)
     done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=tmp_path)
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""  # the store named cannot be used: bad input (issue 39)
     line = _one_line(done.stderr)
-    assert line.startswith(f"StoreError: store = {str(store)!r}, run = {run_id!r}: reading cells: ")
+    assert line.startswith(f"StoreRefused: store = {str(store)!r}, run = {run_id!r}: reading cells: ")
     assert "database disk image is malformed" in line
     assert line.endswith(
         f"; fix: restore a copy, or recover what is readable with `sqlite3 {store} .recover | sqlite3 NEW.db`"
@@ -167,9 +167,9 @@ def test_a_read_command_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
     done = cli(*command, "--store", "empty.txt", cwd=tmp_path)
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert _one_line(done.stderr) == (
-        "StoreError: store = 'empty.txt': not a specfrontier store (no tables); "
+        "StoreRefused: store = 'empty.txt': not a specfrontier store (no tables); "
         "fix: pass the --store written by `specfrontier tune`"
     )
     assert empty.stat().st_size == 0
@@ -178,9 +178,9 @@ def test_a_read_command_refuses_an_empty_file_and_leaves_it_empty(tmp_path: Path
 
 def test_a_read_command_on_a_missing_store_keeps_its_message(tmp_path: Path) -> None:
     done = cli("runs", "--store", "nope.db", cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert _one_line(done.stderr) == (
-        "StoreError: --store = 'nope.db': no such file; fix: run `specfrontier tune` or pass --store"
+        "StoreRefused: --store = 'nope.db': no such file; fix: run `specfrontier tune` or pass --store"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -315,7 +315,7 @@ def test_report_on_a_truncated_store_is_one_line(tuned: tuple[Path, str], tmp_pa
     store.write_bytes(data[: len(data) // 2])  # a copy cut short (a full disk during a copy, a partial download)
     before = _snapshot(store)
     done = cli("report", run_id, "--store", str(store), "--format", "json", cwd=tmp_path)
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     line = _one_line(done.stderr)
-    assert line.startswith("StoreError: ") and str(store) in line and "fix:" in line
+    assert line.startswith("StoreRefused: ") and str(store) in line and "fix:" in line
     assert _snapshot(store) == before

@@ -67,19 +67,61 @@ def test_an_empty_profile(run: tuple[Path, str], tmp_path: Path, file: str, text
     ("file", "text", "says"),
     [
         ("share.yaml", "concurrency: {1: 0.7, 4: -0.3}\n", "C = 4 has share -0.3 (negative); fix: shares of time >= 0"),
-        ("level.csv", "concurrency,share\n-2,1\n", "C = -2 is negative or not a number; fix: C >= 0"),
-        (
-            "running.json",
-            _matrix("vllm:num_requests_running", [[1.0, "2"], [2.0, "-1"]]),
-            "C = -1 is negative or not a number",
-        ),
-        ("rate.csv", "timestamp,rate_req_s\n0,1\n1,-0.5\n", "rate = -0.5 is negative or not a number"),
+        ("level.csv", "concurrency,share\n-2,1\n", "C = -2 is negative; fix: C >= 0"),
+        ("running.json", _matrix("vllm:num_requests_running", [[1.0, "2"], [2.0, "-1"]]), "C = -1 is negative"),
+        ("rate.csv", "timestamp,rate_req_s\n0,1\n1,-0.5\n", "rate = -0.5 is negative"),
     ],
 )
 def test_a_negative_level_or_share(run: tuple[Path, str], tmp_path: Path, file: str, text: str, says: str) -> None:
     path = tmp_path / file
     path.write_text(text)
     assert says in _one_line(_recommend(run, path))
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "says"),
+    [
+        ("nan.csv", "concurrency,share\n1,nan\n4,1\n", "C = 1 has share nan (not a finite number); fix: a number"),
+        ("inf.csv", "concurrency,share\n1,inf\n4,1\n", "C = 1 has share inf (not a finite number); fix: a number"),
+        ("level.yaml", "rate_req_s: {.nan: 1}\n", "rate = nan is not a finite number; fix: a number, rate >= 0"),
+        ("running.csv", "timestamp,running\n0,inf\n1,2\n", "C = inf is not a finite number; fix: a number, C >= 0"),
+        ("stamps.csv", "timestamp,running\n0,1\n1e308,2\n-1e308,2\n", "timestamps too far apart to hold"),
+    ],
+    ids=["nan-share", "inf-share", "nan-rate", "inf-running", "far-timestamps"],
+)
+def test_a_share_or_level_that_is_not_a_finite_number_is_named_so(
+    run: tuple[Path, str], tmp_path: Path, file: str, text: str, says: str
+) -> None:
+    """Issue 39, item 8: NaN and inf shares were called "negative"; an inf level was a traceback."""
+    path = tmp_path / file
+    path.write_text(text)
+    assert says in _one_line(_recommend(run, path))
+
+
+def test_shares_too_big_to_sum_keep_their_proportions(run: tuple[Path, str], tmp_path: Path) -> None:
+    """Issue 39, item 3: shares of 1e308 summed to inf, normalised to 0 % each, and the answer was the first
+    setting (exit 0). Scaled before summing, they answer what shares of 1 answer."""
+    answers = []
+    for name, weight in (("huge.yaml", "1e308"), ("plain.yaml", "1")):
+        path = tmp_path / name
+        path.write_text(f"concurrency: {{1: {weight}, 4: {weight}, 16: {weight}}}\n")
+        done = _recommend(run, path)
+        assert done.returncode == 0, done.stderr
+        lines = [ln for ln in done.stdout.splitlines() if ln.strip().startswith(("profile:", "best static", "answer:"))]
+        answers.append(lines)
+    assert answers[0] == answers[1]
+    assert "share of time per C: 1: 33.3%, 4: 33.3%, 16: 33.3%" in answers[0][0]
+
+
+@pytest.mark.parametrize(
+    "text", ["concurrency: {0: 1}\n", "concurrency,share\n0,5\n", "rate_req_s: {0: 2}\n"], ids=["yaml", "csv", "rate"]
+)
+def test_a_profile_with_no_time_under_load_is_refused(run: tuple[Path, str], tmp_path: Path, text: str) -> None:
+    """Issue 39, item 3: a profile 100 % idle (C = 0) answered "deploy" the first setting, exit 0."""
+    path = tmp_path / ("idle.csv" if "," in text else "idle.yaml")
+    path.write_text(text)
+    line = _one_line(_recommend(run, path))
+    assert "no time under load (every share is at " in line and "= 0: idle), so no setting serves anything" in line
 
 
 def test_an_unknown_metric(run: tuple[Path, str], tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from specfrontier.analysis import load_run
+from specfrontier.analysis.drift import level_drifts
 from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.config.load import parse_config
 from specfrontier.engines.vllm import VllmEngine, resolve_model, resolve_python
@@ -115,6 +116,11 @@ async def test_a_real_vllm_sweep_reads_acceptance_and_capacity_back(vllm_python:
     warned = data.run.environment.get("engine_warnings", {})
     assert not any("without Intel OpenMP" in w for ws in warned.values() for w in ws), warned
     assert any("max_num_scheduled_tokens" in w for w in warned.get("ngram-k4", [])), warned
+    # drift_control: auto on vLLM (a relaunch costs minutes): the baseline once more at the end (issue 39)
+    assert data.run.environment["drift_control"] == "reference"
+    reference = data.run.environment["drift_reference"]
+    assert reference["setting"] == "baseline" and reference["cells"] == 2 and reference["error"] is None
+    assert [(d.level, d.reference) for d in level_drifts(data)] == [(1, "baseline"), (4, "baseline")]
     assert _our_vllm_processes() == []
 
 
@@ -125,6 +131,7 @@ async def test_a_real_vllm_runs_a_schedule_setting_as_written(vllm_python: Path,
     report compares it per level with the static settings."""
     data = _config(tmp_path / "v.db")
     ngram = {"method": "ngram", "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    data["drift_control"] = "off"  # the drift reference is the first test's; this one is about the schedule
     data["settings"] = [
         {"name": "baseline"},
         {"name": "switch-at-2", "num_speculative_tokens": 4, **ngram, **SWITCH_AT_2},

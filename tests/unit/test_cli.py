@@ -169,10 +169,10 @@ def test_missing_store_is_one_store_error_line(
 ) -> None:
     missing = tmp_path / "nope.db"
     code, out, err = _cli(monkeypatch, capsys, *command, "--store", str(missing))
-    assert code == 1
+    assert code == 2  # the store named cannot be used: bad input (issue 39)
     assert out == ""
     assert err.count("\n") == 1
-    assert err.startswith("StoreError: --store = ")
+    assert err.startswith("StoreRefused: --store = ")
     assert "nope.db" in err and "fix:" in err
     assert not missing.exists()  # reading never creates a store
 
@@ -182,17 +182,17 @@ def test_unknown_run_is_a_store_error(
 ) -> None:
     path, run_id = stored
     code, _, err = _cli(monkeypatch, capsys, "report", "nope", "--store", str(path))
-    assert code == 1
-    assert err.startswith("StoreError: run = 'nope'")
+    assert code == 2
+    assert err.startswith("StoreRefused: run = 'nope'")
     assert run_id in err  # the known ids are listed
 
 
 def test_missing_store_from_a_real_process(tmp_path: Path) -> None:
     done = _process("runs", "--json", "--store", str(tmp_path / "nope.db"), cwd=tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("StoreError: ")
+    assert len(lines) == 1 and lines[0].startswith("StoreRefused: ")
     assert "Traceback" not in done.stderr
 
 

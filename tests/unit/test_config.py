@@ -32,8 +32,10 @@ def test_default_config_is_the_embedded_cpu_sweep() -> None:
 
 
 def test_valid_config_parses_and_sorts_concurrency() -> None:
-    cfg = parse_config(_config(concurrency=[4, 1, 2, 2]))
+    cfg = parse_config(_config(concurrency=[4, 1, 2]))
     assert cfg.concurrency == (1, 2, 4)
+    with pytest.raises(ConfigError, match=r"concurrency = \[4, 1, 2, 2\]: 2 is listed twice; fix: list each"):
+        parse_config(_config(concurrency=[4, 1, 2, 2]))  # issue 39: it was dropped without a word
     assert cfg.settings[1].parameters() == {"spec_type": "ngram-simple", "ngram_size_n": 3}
 
 
@@ -132,8 +134,10 @@ def test_load_defaults_to_closed_loop_and_existing_configs_are_unchanged() -> No
 
 
 def test_open_loop_load_parses_and_sorts_rates() -> None:
-    cfg = parse_config(_config(load={"mode": "open", "rates": [4, 1.5, 4], "duration_s": 20, "burstiness": 0.5}))
+    cfg = parse_config(_config(load={"mode": "open", "rates": [4, 1.5], "duration_s": 20, "burstiness": 0.5}))
     assert cfg.load.rates == (1.5, 4.0) and cfg.load.burstiness == 0.5
+    with pytest.raises(ConfigError, match=r"load\.rates = \[4\.0, 1\.5, 4\.0\]: 4 is listed twice"):
+        parse_config(_config(load={"mode": "open", "rates": [4, 1.5, 4], "duration_s": 20}))
 
 
 @pytest.mark.parametrize(

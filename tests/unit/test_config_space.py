@@ -33,7 +33,7 @@ def test_a_tree_space_expands_prunes_by_the_bound_and_collapses_chains() -> None
     assert chains == [f"eagle3-s{s}-k1-d{s + 1}" for s in range(1, 7)]
     assert "eagle3-s3-k4-d16" in names and "eagle3-s5-k8-d64" in names and "eagle3-s3-k2-d8" in names
     assert "eagle3-s1-k2-d4" not in names  # 2 + 0 * 4 + 1 = 3 < 4: SGLang cannot score 3 candidates
-    summary = config.space_summary or ""
+    summary = config.settings_summary or ""
     assert "pruned 30 of 144 combinations" in summary
     assert "num_draft_tokens > eagle_topk + (num_steps - 1) * eagle_topk^2 + 1" in summary
     assert "collapsed 30" in summary and "num_draft_tokens = num_steps + 1" in summary

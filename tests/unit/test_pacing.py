@@ -55,4 +55,35 @@ def test_auto_interleaves_where_the_engine_relaunches_cheaply_and_the_config_all
     off = parse_config({**base, "engine": {"name": "llamacpp"}, "drift_control": "off"})
     assert drift_mode(off, spec_of(off).adapter(off.engine)) == "off"
     vllm = parse_config({"engine": {"name": "vllm", "model": "m"}, "settings": [{"name": "baseline"}]})
-    assert drift_mode(vllm, spec_of(vllm).adapter(vllm.engine)) == "off"  # a relaunch costs minutes
+    # a relaunch costs minutes: one launch per setting and one more at the end, the drift reference (issue 39)
+    assert drift_mode(vllm, spec_of(vllm).adapter(vllm.engine)) == "reference"
+    ray = parse_config(
+        {"engine": {"name": "vllm", "model": "m"}, "settings": [{"name": "baseline"}], "executor": {"kind": "ray"}}
+    )
+    assert drift_mode(ray, spec_of(ray).adapter(ray.engine)) == "off"  # no machine of its own for a reference
+
+
+def test_each_cell_size_says_why() -> None:
+    """What the report's "How long each cell ran" shows (issue 39, item 7): the lifetimes, where the lifetime
+    was read, and the cap when it bound."""
+    sizer = CellSizer(8, 20.0, cap_name="--cell-duration")
+    assert sizer.size("a", "w", 4).why == "--cell-duration = 20 s (no request lifetime measured yet)"
+    sizer.warmed_up([record_ms(0, 10, 600, 10)], 64)
+    size = sizer.size("a", "w", 16)
+    assert size.duration_s == pytest.approx(4.8)
+    assert size.why == "8 request lifetimes of 0.60 s (the median E2E of the warmup at C=64)"
+    sizer.first_request(record_ms(0, 10, 500, 10))
+    assert (
+        sizer.size("a", "w", 1).why
+        == "4 request lifetimes of 0.50 s (interpolated from the first request (C=1) to the warmup at C=64)"
+    )
+    sizer.cell_done(_done("a", 16, 3000))
+    assert sizer.size("a", "w", 16).why == (
+        "8 request lifetimes of 3.00 s (the median E2E of this setting's last cell at this level), capped by "
+        "--cell-duration = 20 s"
+    )
+    assert sizer.size("b", "w", 16).why.endswith(
+        "(the median E2E of the last cell at this level), capped by --cell-duration = 20 s"
+    )
+    assert sizer.size("a", "w", 16).facts() == {"send_s": 20.0, "sized_by": sizer.size("a", "w", 16).why}
+    assert CellSizer(None, None).size("a", "w", 4).why == "the request count alone"

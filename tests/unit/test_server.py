@@ -79,6 +79,7 @@ async def test_wait_ready_reports_a_crash_with_exit_code_and_log_tail(tmp_path: 
     assert not isinstance(info.value, EngineTimeout)
     assert "status 3" in str(info.value)
     assert "unknown argument --bogus" in info.value.log_tail
+    assert str(info.value).split("\n")[0].count(f"(log: {tmp_path / 's.log'})") == 1  # named once, not twice
 
 
 async def test_wait_ready_times_out_on_a_live_but_silent_process(tmp_path: Path) -> None:
@@ -132,6 +133,63 @@ http.server.HTTPServer(("127.0.0.1", {port}), H).serve_forever()
         server.stop()
     assert 0.3 <= startup_s < 20
     assert server.startup_s == startup_s
+
+
+# A health endpoint that answers only after `delay` seconds (SGLang's /health_generate runs a one-token
+# generation and sleeps in 1 s steps before it answers: 0.5.23 srt/entrypoints/http_server.py:775-785);
+# `exit_after` > 0: the process dies that long after start, while a probe is in flight.
+SLOW_HEALTH = """
+import http.server, os, sys, threading, time
+port, delay, exit_after = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+if exit_after > 0:
+    threading.Timer(exit_after, lambda: os._exit(7)).start()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        time.sleep(delay)
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+async def _wait_ready_on_slow_health(tmp_path: Path, delay: str, exit_after: str, path: str, **wait: float) -> float:
+    """Start SLOW_HEALTH, wait for it as the sweep does (`wait`: wait_ready's timeouts), stop it."""
+    port = free_port()
+    server = ServerProcess([sys.executable, "-c", SLOW_HEALTH, str(port), delay, exit_after], tmp_path / "s.log")
+    server.start()
+    try:
+        return await server.wait_ready(f"http://127.0.0.1:{port}{path}", **wait)
+    finally:
+        server.stop()
+
+
+async def test_wait_ready_finds_a_server_whose_health_takes_3_s(tmp_path: Path) -> None:
+    """Issue 37: each probe had 1 s, so a health answer that takes longer was never seen and a ready SGLang
+    timed out after startup_timeout_s. The default probe now waits long enough, the process still watched."""
+    startup_s = await _wait_ready_on_slow_health(tmp_path, "3", "0", "/health_generate", timeout_s=30)
+    assert 3.0 <= startup_s < 30
+
+
+async def test_wait_ready_sees_an_exit_while_a_long_probe_is_in_flight(tmp_path: Path) -> None:
+    """A probe may take long (the adapter's `health_timeout_s`: SGLang 30 s), but a process that dies meanwhile
+    is reported as it dies, not when the probe gives up."""
+    started = time.monotonic()
+    with pytest.raises(EngineStartError) as info:
+        await _wait_ready_on_slow_health(tmp_path, "60", "1.5", "/health", timeout_s=120, probe_timeout_s=60)
+    assert not isinstance(info.value, EngineTimeout)
+    assert "status 7" in str(info.value)
+    assert time.monotonic() - started < 10
+
+
+async def test_wait_ready_deadline_ends_a_probe_in_flight(tmp_path: Path) -> None:
+    """The overall deadline holds while a probe is in flight: a health answer slower than the whole budget
+    is a timeout at the deadline."""
+    started = time.monotonic()
+    with pytest.raises(EngineTimeout, match="not ready"):
+        await _wait_ready_on_slow_health(tmp_path, "60", "0", "/health", timeout_s=1.0, probe_timeout_s=60)
+    assert time.monotonic() - started < 5
 
 
 def test_missing_binary_is_a_start_error_naming_the_fix(tmp_path: Path) -> None:

@@ -81,10 +81,14 @@ def best_per_concurrency(data: RunData) -> list[Best]:
 
 
 def speedup(data: RunData, setting: str, concurrency: float) -> float | None:
-    """Aggregate tok/s of `setting` over the baseline's at the same concurrency (medians)."""
+    """Aggregate tok/s of `setting` over the baseline's at the same concurrency (medians); None unless both
+    cells are evidence (`RunData.is_evidence`): a ratio against a cell the evidence rule leaves out (a
+    baseline without a steady state, say) is no result, however large."""
     cell = data.cell(setting, concurrency)
     base = data.cell(data.baseline, concurrency) if data.baseline else None
     if cell is None or base is None or not cell.aggregate_tok_s.median or not base.aggregate_tok_s.median:
+        return None
+    if not (data.is_evidence(cell) and data.is_evidence(base)):
         return None
     return cell.aggregate_tok_s.median / base.aggregate_tok_s.median
 
@@ -243,20 +247,14 @@ def recommend(data: RunData) -> list[Recommendation]:
         elif speedups:
             low, high = f"{min(speedups):.2f}x", f"{max(speedups):.2f}x"
             note = f"{low if low == high else f'{low}-{high}'} the baseline's aggregate tok/s"
+            unmatched = [b.concurrency for b in group if b.speedup_vs_baseline is None]
+            if unmatched:  # the ratio holds where it was measured, not across the whole group
+                quoted = [b.concurrency for b in group if b.speedup_vs_baseline is not None]
+                note += f" at {_levels(data, quoted)}; no ratio at {_levels(data, unmatched)} ({NO_BASELINE_EVIDENCE})"
         else:
-            note = "no baseline measured at these levels"
+            note = f"no speed-up is claimed ({NO_BASELINE_EVIDENCE})"
         if not solid:
-            tied = sorted(
-                {
-                    f"{b.runner_up} at {data.level_text(b.concurrency)}"
-                    for b in group
-                    if not b.beyond_spread and b.runner_up
-                }
-            )
-            cheaper = any(b.margin is None and b.runner_up for b in group)
-            note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie" + (
-                "; the cheaper setting is recommended)" if cheaper else ")"
-            )
+            note += _not_solid_note(data, group)
         drifted = [b for b in group if b.drift_withdrawn]
         if drifted:
             where = ", ".join(
@@ -271,6 +269,34 @@ def recommend(data: RunData) -> list[Recommendation]:
             note += f"; WARNING: {flagged}: this evidence may be distorted"
         out.append(Recommendation(name, levels, data.setting(name).command, solid, note, deploy_command(data, name)))
     return out
+
+
+NO_BASELINE_EVIDENCE = "no baseline cell there is evidence: missing, or left out by the evidence rule"
+"""Why a recommendation quotes no speed-up at some levels: only a baseline cell that is evidence gives one."""
+
+
+def _levels(data: RunData, levels: list[float]) -> str:
+    return ", ".join(data.level_text(level) for level in levels)
+
+
+def _not_solid_note(data: RunData, group: list[Best]) -> str:
+    """Why a recommendation is not a win beyond the spread at some of its levels: a tie with a runner-up
+    (named), or no other setting with evidence at that level to compare it with."""
+    open_levels = [b for b in group if not b.beyond_spread]
+    note = ""
+    tied = sorted({f"{b.runner_up} at {data.level_text(b.concurrency)}" for b in open_levels if b.runner_up})
+    if tied:
+        cheaper = any(b.margin is None and b.runner_up for b in group)
+        note += f"; within the spread of repeats of {', '.join(tied)} (treat as a tie" + (
+            "; the cheaper setting is recommended)" if cheaper else ")"
+        )
+    unopposed = [b.concurrency for b in open_levels if not b.runner_up]
+    if unopposed:
+        note += (
+            f"; the only setting whose cell is evidence at {_levels(data, unopposed)}: nothing to compare it "
+            "with there (no win is claimed)"
+        )
+    return note
 
 
 def cell_flags(cell: CellSummary) -> list[str]:

@@ -8,19 +8,31 @@ machine's drift over the run plus that setting's noise.
 The drift of a level is the median of those changes over the settings, its spread their lowest and
 highest; it is beyond the noise when every setting moved the same way by more than DRIFT_FLOOR.
 
+Where a relaunch costs minutes (vLLM, SGLang, TensorRT-LLM: `drift_control: reference`, what `auto` picks
+there), each setting keeps its one launch and the first setting is measured once more at the end, at
+every level, on one more launch (its end-of-run reference, `RunData.reference`). The drift of a level is
+then that reference's aggregate tok/s against the mean of the setting's own repeats at the start
+(`_reference_drift`), its spread the reference against the start's highest and lowest repeat; it is
+beyond the noise when the reference lies more than DRIFT_FLOOR beyond every repeat of the start, on one
+side. As with interleaving, the drift compares what was measured (evidence or not: a machine so busy that
+the client lagged at the end is a machine that changed speed); the decisions read it where the cells
+they compare are evidence.
+
 A difference between two settings smaller than the drift of its level is no win (`within_drift`): a
 machine that changed speed by that much during the run could have made it. The decisions
 (`analysis.decisions`) treat such a pair as a tie, so the cheaper setting is recommended, and say so.
-Runs measured setting after setting (`drift_control: off`, or a run stored before it existed) have no
-drift to report: None everywhere, and no difference is withdrawn for it.
+Runs measured setting after setting without a reference (`drift_control: off`, or a run stored before
+drift control existed) have no drift to report: None everywhere, and no difference is withdrawn for it.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from specfrontier.analysis.summary import CellSummary, RunData
+from specfrontier.store import DRIFT_REFERENCE_KEY
 
 DRIFT_FLOOR = 0.02
 """A drift whose settings all moved the same way by more than 2% is reported as beyond the noise."""
@@ -39,7 +51,9 @@ class LevelDrift:
     settings: int
     """Settings with a first and a last repeat at this level."""
     repeats: int
-    """Repeats compared (the first against the last of this many)."""
+    """Repeats compared (the first against the last of this many; with a reference, the start's repeats)."""
+    reference: str | None = None
+    """The setting whose end-of-run reference measured it (`drift_control: reference`); None: interleaved."""
 
     @property
     def size(self) -> float:
@@ -48,13 +62,29 @@ class LevelDrift:
 
     @property
     def beyond_noise(self) -> bool:
-        """Every setting moved the same way, each by more than DRIFT_FLOOR: the machine changed speed."""
-        return self.settings >= 2 and (self.low > DRIFT_FLOOR or self.high < -DRIFT_FLOOR)
+        """Every setting moved the same way (with a reference: against every repeat of its start), each by
+        more than DRIFT_FLOOR: the machine changed speed."""
+        compared = self.settings >= 2 or self.reference is not None
+        return compared and (self.low > DRIFT_FLOOR or self.high < -DRIFT_FLOOR)
+
+
+def drift_control(data: RunData) -> str:
+    """How the run controlled drift, as stored with its environment: 'interleave', 'reference' or 'off' (a
+    run stored before drift control existed: 'off')."""
+    mode = data.run.environment.get("drift_control")
+    return mode if mode in ("interleave", "reference") else "off"
 
 
 def interleaved(data: RunData) -> bool:
     """Whether the run measured its settings repeat by repeat (stored with the run's environment)."""
-    return data.run.environment.get("drift_control") == "interleave"
+    return drift_control(data) == "interleave"
+
+
+def reference_facts(data: RunData) -> dict[str, Any] | None:
+    """What the run stored of its end-of-run reference (setting, startup_s, seconds, cells, error); None:
+    none was launched."""
+    facts = data.run.environment.get(DRIFT_REFERENCE_KEY)
+    return facts if isinstance(facts, dict) else None
 
 
 def _change(cell: CellSummary) -> float | None:
@@ -69,9 +99,31 @@ def _change(cell: CellSummary) -> float | None:
     return end / start - 1.0 if start > 0 else None
 
 
+def _reference_cell(data: RunData, level: float) -> CellSummary | None:
+    return next((c for c in data.reference if c.level == level), None)
+
+
+def _reference_drift(data: RunData, level: float) -> LevelDrift | None:
+    """The drift at `level` from the end-of-run reference: its aggregate tok/s against its setting's own
+    repeats at the start (module docstring); None where either is missing."""
+    ref = _reference_cell(data, level)
+    start = data.cell(ref.setting, level, ref.workload) if ref is not None else None
+    if ref is None or start is None:
+        return None
+    end = ref.aggregate_tok_s.median
+    values = [v for v in start.repeat_tok_s if v is not None and v > 0]
+    if end is None or not values:
+        return None
+    change = end / statistics.fmean(values) - 1.0
+    return LevelDrift(level, change, end / max(values) - 1.0, end / min(values) - 1.0, 1, len(values), ref.setting)
+
+
 def level_drifts(data: RunData) -> list[LevelDrift]:
-    """The drift at every level with two or more settings of two or more repeats (an interleaved run
-    only; one workload view: call it on `data.for_workload(w)` for a run of several)."""
+    """The drift at every level with two or more settings of two or more repeats (an interleaved run), or
+    with an end-of-run reference and its start both evidence (`drift_control: reference`); one workload
+    view: call it on `data.for_workload(w)` for a run of several."""
+    if drift_control(data) == "reference":
+        return [d for level in data.concurrency_levels if (d := _reference_drift(data, level)) is not None]
     if not interleaved(data):
         return []
     out = []
@@ -111,10 +163,14 @@ def drift_line(data: RunData, d: LevelDrift) -> str:
         if d.beyond_noise
         else "within the noise"
     )
-    return (
-        f"drift at {data.level_text(d.level)}: {d.change:+.1%} from the start to the end ({_halves(d.repeats)}) "
-        f"(settings {d.low:+.1%} .. {d.high:+.1%}, {d.settings} settings): {verdict}"
-    )
+    if d.reference is not None:
+        how = (
+            f"{d.reference}'s end-of-run reference vs its {d.repeats} repeat(s) at the start) "
+            f"(vs each of them {d.low:+.1%} .. {d.high:+.1%}"
+        )
+    else:
+        how = f"{_halves(d.repeats)}) (settings {d.low:+.1%} .. {d.high:+.1%}, {d.settings} settings"
+    return f"drift at {data.level_text(d.level)}: {d.change:+.1%} from the start to the end ({how}): {verdict}"
 
 
 def _uncontrolled(data: RunData) -> list[str]:
@@ -132,9 +188,43 @@ def _uncontrolled(data: RunData) -> list[str]:
     ]
 
 
+def _reference_lines(data: RunData) -> list[str]:
+    """The drift section of a run with an end-of-run reference: what it was, what it cost, the drift per
+    level, and why a level has none."""
+    facts = reference_facts(data)
+    if facts is None:
+        if len(data.measured_settings()) < 2:
+            return []
+        return ["drift: not measured: no end-of-run reference was stored (the run was cut short before it)"]
+    name = facts.get("setting", "?")
+    startup, seconds = facts.get("startup_s"), facts.get("seconds")
+    ready = f"ready in {startup:.1f} s; " if isinstance(startup, int | float) else ""
+    spent = (
+        f"{seconds:.0f} s in all with its first request, warmup and cells" if isinstance(seconds, int | float) else ""
+    )
+    lines = [
+        f"drift control: an end-of-run reference: {name} measured once more, at every level, on one more launch "
+        f"after every setting; cost: 1 more launch ({ready}{spent}); the drift per level is its change from "
+        "its own start; drift_control: interleave measures it from every setting instead (one launch per "
+        "setting and repeat)"
+    ]
+    if facts.get("error"):
+        lines.append(f"drift: not measured: the end-of-run reference failed: {facts['error']}")
+    for level in data.concurrency_levels:
+        found = _reference_drift(data, level)
+        if found is not None:
+            lines.append(drift_line(data, found))
+            continue
+        why = "no reference cell" if _reference_cell(data, level) is None else f"no figure of {name} there"
+        lines.append(f"drift at {data.level_text(level)}: not measured ({why})")
+    return lines
+
+
 def drift_lines(data: RunData) -> list[str]:
     """The report's drift section: what the control is, what it cost, and the drift per level; for a run
     measured setting after setting, that its differences rest on a machine that kept its speed."""
+    if drift_control(data) == "reference":
+        return _reference_lines(data)
     if not interleaved(data):
         return _uncontrolled(data)
     rounds = max((c.repeats for c in data.cells), default=0)
@@ -154,9 +244,11 @@ __all__ = [
     "DRIFT_FLOOR",
     "LevelDrift",
     "drift_at",
+    "drift_control",
     "drift_line",
     "drift_lines",
     "interleaved",
     "level_drifts",
+    "reference_facts",
     "within_drift",
 ]

@@ -21,8 +21,8 @@ from typing import Any
 
 from specfrontier.analysis.gate import DEFAULT_TOLERANCE, GateResult, correctness_gate, unsafe_settings
 from specfrontier.analysis.sessions import TurnSummary, turn_summaries
-from specfrontier.config.limits import DEFAULT_MAX_FAILED_SHARE
-from specfrontier.load.health import saturated
+from specfrontier.config.limits import DEFAULT_MAX_CLIENT_LAG_SHARE, DEFAULT_MAX_FAILED_SHARE
+from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS, saturated
 from specfrontier.metrics.declare import MetricSpec
 from specfrontier.metrics.digest import CellDigest
 from specfrontier.metrics.slo import Slo, WindowGoodput, window_goodput
@@ -252,9 +252,32 @@ class CellSummary:
 
     @property
     def client_saturated(self) -> bool:
-        """Some repeat's client was saturated (lag or CPU over `load.health` limits): its figures may be
-        distorted by the client, not the server, so they are not trusted as evidence without a warning."""
+        """Some repeat's client was saturated (lag or CPU over `load.health`'s fidelity limits): its TTFT and
+        ITL may carry the client's lag; flagged. Whether it still kept up is `keep_up_text`."""
         return any(saturated(h) for h in self.client_health)
+
+    def keep_up_text(self, share: float = DEFAULT_MAX_CLIENT_LAG_SHARE, time_scale: float = 1.0) -> str | None:
+        """Why the client could not keep up, in the words of its first such repeat ('repeat 2: event-loop lag
+        p99 85.7 ms > 2% of the 0.71 s request lifetime'); None when it kept up: every worker's CPU within 90 %
+        of a core and its lag p99 within `share` of the request lifetime (median E2E, in wall time: the
+        stored figures are in the server's, `time_scale` times faster), or 5 ms where that is more
+        (`config.limits.DEFAULT_MAX_CLIENT_LAG_SHARE`). Then the server saw the cell's C."""
+        lifetime_ms = (self.e2e_p50_ms.median or 0.0) / time_scale
+        bound = max(LAG_P99_LIMIT_MS, share * lifetime_ms)
+        bound_text = (
+            f"{LAG_P99_LIMIT_MS:g} ms"
+            if bound == LAG_P99_LIMIT_MS
+            else f"{share:.0%} of the {lifetime_ms / 1000:.2f} s request lifetime"
+        )
+        for repeat, health in enumerate(self.client_health):
+            cpu = max((x for x in health.get("cpu_fraction") or [] if isinstance(x, int | float)), default=0.0)
+            if cpu > CPU_LIMIT:
+                return f"repeat {repeat + 1}: client CPU {cpu:.0%} of a core > {CPU_LIMIT:.0%}"
+            lags = health.get("worker_lag_p99_ms") or [health.get("lag_p99_ms")]
+            lag = max((x for x in lags if isinstance(x, int | float)), default=0.0)
+            if lag > bound:
+                return f"repeat {repeat + 1}: event-loop lag p99 {lag:.1f} ms > {bound_text}"
+        return None
 
     @property
     def client_limited(self) -> bool:
@@ -284,6 +307,9 @@ class RunData:
     """The SLOs goodput was computed under (`report --slo`, `tune --slo`); empty: no goodput."""
     store_path: Path | None = None
     """The store the run was read from: the commands a report prints name it (`--store`)."""
+    reference: tuple[CellSummary, ...] = ()
+    """The end-of-run drift reference's cells (`drift_control: reference`; `store.REFERENCE_REPEAT`): the first
+    setting measured once more after every setting. No cell of the run: `analysis.drift` alone reads them."""
 
     @property
     def allow_unsafe(self) -> bool:
@@ -313,6 +339,22 @@ class RunData:
         return DEFAULT_MAX_FAILED_SHARE
 
     @property
+    def max_client_lag_share(self) -> float:
+        """The evidence rule's bound on the client's lag: the run's `max_client_lag_share` (tune's config, or
+        bench's `--max-client-lag-share`), else the default (a run stored before the field existed)."""
+        bench = self.run.config.get("bench")
+        stated = self.run.config.get("max_client_lag_share", bench.get("max_client_lag_share") if bench else None)
+        if isinstance(stated, int | float) and not isinstance(stated, bool) and 0 < stated <= 10:
+            return float(stated)
+        return DEFAULT_MAX_CLIENT_LAG_SHARE
+
+    def client_keep_up(self, cell: CellSummary) -> str | None:
+        """Why `cell`'s client could not keep up under this run's bound and time scale (None: it did)."""
+        scale = self.run.environment.get("time_scale")
+        time_scale = float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
+        return cell.keep_up_text(self.max_client_lag_share, time_scale)
+
+    @property
     def failed_settings(self) -> frozenset[str]:
         """Settings whose server failed (crash, stall, start-up failure) in their last launch."""
         return frozenset(s.name for s in self.settings if s.status == "failed")
@@ -336,7 +378,8 @@ class RunData:
         (docs/reliability.md): all the repeats the run asked for are stored (`repeats_expected_of`: a level
         the sequential rule settled early asks for fewer), its setting's server did not
         fail (exit, stall, a window where every request failed), its failed requests stay within
-        `max_failed_share` of its requests, and (closed loop) it had a steady state to measure."""
+        `max_failed_share` of its requests, (closed loop) it had a steady state to measure, and its client kept
+        up (`client_keep_up`: a client that could not measures the client, not the server)."""
         reasons = []
         expected = self.repeats_expected_of(cell)
         if cell.repeats < expected:
@@ -347,6 +390,8 @@ class RunData:
             reasons.append(f"{cell.errors} of {cell.requests} requests failed (> {percent(self.max_failed_share)})")
         if cell.steady_too_short:
             reasons.append("no steady state")
+        if (lagged := self.client_keep_up(cell)) is not None:
+            reasons.append(f"client could not keep up ({lagged})")
         return tuple(reasons)
 
     def not_evidence_lines(self) -> list[str]:
@@ -367,8 +412,8 @@ class RunData:
         (it crashed or stalled: whatever it measured before is not a setting to deploy), no cell with more
         failed requests than `max_failed_share` allows (its figures describe the failures as much as the
         setting), no closed-loop cell without a steady state (its rates describe a lower concurrency than
-        its label). What the best setting per level, the crossovers and the recommendations are drawn from;
-        the tables show all."""
+        its label), no cell whose client could not keep up (it measured the client). What the best setting per
+        level, the crossovers and the recommendations are drawn from; the tables show all."""
         kept = tuple(c for c in self.cells if self.is_evidence(c))
         return self if len(kept) == len(self.cells) else replace(self, cells=kept)
 
@@ -389,7 +434,11 @@ class RunData:
 
     def for_workload(self, workload: str) -> RunData:
         """The same run restricted to one workload's cells (settings unchanged)."""
-        return replace(self, cells=tuple(c for c in self.cells if c.workload == workload))
+        return replace(
+            self,
+            cells=tuple(c for c in self.cells if c.workload == workload),
+            reference=tuple(c for c in self.reference if c.workload == workload),
+        )
 
     def workload_views(self) -> list[tuple[str, RunData]]:
         """(workload, one-workload view) per measured workload; a run without cells gives one empty view."""
@@ -557,7 +606,9 @@ def load_run(store: Store, run_id: str, slos: Sequence[Slo] = ()) -> RunData:
     tolerance = float(run.config.get("divergence_tolerance", DEFAULT_TOLERANCE))
     gate = tuple(correctness_gate(rows, baseline, tolerance))
     cells = tuple(summarise_cells(rows, slos))
-    return RunData(run, settings, cells, gate, tuple(turn_summaries(rows)), slos=tuple(slos), store_path=store.path)
+    reference = tuple(summarise_cells(store.cells(run_id, reference=True)))
+    turns = tuple(turn_summaries(rows))
+    return RunData(run, settings, cells, gate, turns, slos=tuple(slos), store_path=store.path, reference=reference)
 
 
 def figure_json(fig: OverRepeats) -> dict[str, Any]:

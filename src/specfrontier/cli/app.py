@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -19,7 +20,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from specfrontier.errors import ConfigError, SpecFrontierError, StoreError, clip
+from specfrontier.commands import command
+from specfrontier.errors import ConfigError, SpecFrontierError, StoreRefused, clip
 from specfrontier.store import Store
 
 if TYPE_CHECKING:
@@ -86,9 +88,30 @@ def _say(line: str) -> None:
         err.print(line)
 
 
+_STORE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def run_id_value(value: str | None) -> str | None:
+    """A run id given on the command line (a typer callback of every run-id argument and `--resume`).
+
+    A path where a run id belongs (`report runs.db`: the store given as the run) is refused with the
+    command that lists the store's ids, instead of looking for a run named like a file in the default
+    store (a "no such file" or "not in store" about something else, exit 1). A path: it names a folder
+    (`/`), ends like a store file, or is an existing file."""
+    if value is None:
+        return None
+    if "/" in value or os.sep in value or value.lower().endswith(_STORE_SUFFIXES) or Path(value).is_file():
+        raise ConfigError(
+            f"run = {value!r}: a file path, not a run id (ids look like 20260101-120000-ab12); fix: list the "
+            f"store's runs with `{command('runs', '--store', value)}`, then pass one of them with "
+            f"--store {shlex.quote(value)}"
+        )
+    return value
+
+
 def _existing_path(path: Path) -> Path:
     if not path.exists():
-        raise StoreError(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
+        raise StoreRefused(f"--store = {str(path)!r}: no such file; fix: run `specfrontier tune` or pass --store")
     return path
 
 
@@ -123,7 +146,7 @@ def main() -> None:
         if _state["debug"]:
             raise
         err.print(f"[red]{type(exc).__name__}[/red]: {escape(_bounded(str(exc)))}")
-        sys.exit(2 if isinstance(exc, ConfigError) else 1)
+        sys.exit(exc.exit_code)  # 2: bad input (ConfigError, StoreRefused); 1: anything else
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
@@ -137,4 +160,4 @@ def main() -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
-__all__ = ["SLO_HELP", "StoreOption", "app", "console", "err", "main"]
+__all__ = ["SLO_HELP", "StoreOption", "app", "console", "err", "main", "run_id_value"]

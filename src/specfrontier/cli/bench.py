@@ -121,7 +121,27 @@ def bench(
     rounds: Annotated[int, typer.Option("--rounds", help="Closed loop: requests per cell >= rounds x C.")] = 2,
     cell_duration: Annotated[
         float | None,
-        typer.Option("--cell-duration", help="Closed loop: keep sending whole passes until this many seconds."),
+        typer.Option(
+            "--cell-duration",
+            help="Closed loop: with --cell-lifetimes, the longest a cell sends (seconds); alone, how long every "
+            "cell sends.",
+        ),
+    ] = None,
+    cell_lifetimes: Annotated[
+        float | None,
+        typer.Option(
+            "--cell-lifetimes",
+            help="Closed loop: send each cell for this many measured request lifetimes (C = 1: half), as tune "
+            "does, so every level has a steady state (default 8 unless --cell-duration is given alone).",
+        ),
+    ] = None,
+    max_client_lag_share: Annotated[
+        float | None,
+        typer.Option(
+            "--max-client-lag-share",
+            help="Evidence rule: a cell whose client's event-loop lag p99 exceeded this share of the request "
+            "lifetime (or 5 ms where that is more) could not keep up and is not evidence (default 0.02).",
+        ),
     ] = None,
     request_timeout: Annotated[
         float,
@@ -151,7 +171,9 @@ def bench(
     options = BenchOptions(
         url, levels, parse_levels(rate, "--rate", float), burstiness, duration, requests, warmup_s, cooldown_s,
         max_in_flight, model=model, api=api, prompts=prompts, max_tokens=max_tokens, repeats=repeats,
-        rounds_per_cell=rounds, cell_duration_s=cell_duration, request_timeout_s=request_timeout, store=store,
+        rounds_per_cell=rounds, cell_duration_s=cell_duration, cell_lifetimes=cell_lifetimes,
+        max_client_lag_share=max_client_lag_share,
+        request_timeout_s=request_timeout, store=store,
         client_workers=parse_client_workers(client_workers),
         keep_alive=keep_alive,
     )  # fmt: skip

@@ -18,6 +18,7 @@ from specfrontier.cli.app import (
     _existing_path,
     app,
     console,
+    run_id_value,
 )
 from specfrontier.commands import command, store_args
 from specfrontier.errors import ConfigError
@@ -190,7 +191,7 @@ def import_(
 
 @app.command()
 def plan(
-    run_id: Annotated[str, typer.Argument(help="Run id (measured, simulated or imported).")],
+    run_id: Annotated[str, typer.Argument(help="Run id (measured, simulated or imported).", callback=run_id_value)],
     store: StoreOption = Path("specfrontier.db"),
     fit_only: Annotated[
         str | None, typer.Option("--fit-only", help="Fit only these settings (comma-separated); predict the rest.")

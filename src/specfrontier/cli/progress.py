@@ -32,7 +32,7 @@ from specfrontier.engines import Capacity
 from specfrontier.engines.base import EngineSetting
 from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import SweepEvents
-from specfrontier.store import Store
+from specfrontier.store import REFERENCE_REPEAT, Store
 
 Mode = Literal["live", "lines", "jsonl", "quiet"]
 LIVE_ROWS = 12
@@ -56,7 +56,8 @@ def planned_cells(config: TuneConfig, store: Store | None = None, run_id: str | 
     settings = len(config.all_settings()) + (1 if config.verify_schedule else 0)  # + the measured schedule
     total = settings * config.repeats * levels * workloads
     if store is not None and run_id is not None:
-        total -= len(store.done_cells(run_id)) + len(store.done_open_cells(run_id))
+        done = [*store.done_cells(run_id), *store.done_open_cells(run_id)]
+        total -= sum(1 for key in done if key[3] != REFERENCE_REPEAT)  # the drift reference is added when it starts
     return max(total, 0)
 
 
@@ -138,6 +139,16 @@ class SweepProgress:
             self.on_relaunch,
             self.on_provisional,
             self.on_cells_dropped,
+            self.on_reference_start,
+        )
+
+    def on_reference_start(self, setting: EngineSetting, cells: int) -> None:
+        """The end-of-run drift reference: one more launch of the first setting, `cells` more cells."""
+        self.total += cells
+        self._emit("drift_reference_start", setting=setting.name, cells=cells, total=self.total)
+        self._line(
+            f"[bold]drift reference[/bold]: {escape(setting.name)} once more, at every level, on one more launch "
+            "(its change since its own start is the run's drift)"
         )
 
     def on_relaunch(self, setting: EngineSetting, why: str) -> None:
@@ -241,12 +252,14 @@ class SweepProgress:
         agg = "-" if m.aggregate_tok_s is None else f"{m.aggregate_tok_s:.1f}"
         per = "-" if m.per_request_tok_s_p50 is None else f"{m.per_request_tok_s_p50:.1f}"
         rate = "-" if accept is None else f"{accept:.0%}"
-        self.rows.append([done.setting, level, str(done.repeat + 1), agg, per, rate, str(m.errors)])
+        repeat = "ref" if done.repeat == REFERENCE_REPEAT else str(done.repeat + 1)
+        self.rows.append([done.setting, level, repeat, agg, per, rate, str(m.errors)])
         errs = f", [red]{m.errors} errors[/red]" if m.errors else ""
         accept_text = "" if accept is None else f", accept {accept:.0%}"
         plan = f"  [dim]\\[{self.done}/{self.total} cells, {_eta_text(self.eta_s())}][/dim]" if self.total else ""
         speeds = f"{agg} tok/s aggregate, {per} tok/s per request"
-        self._line(f"  {level} repeat {done.repeat + 1}: {speeds}{accept_text}{errs}{plan}")
+        which = "drift reference" if done.repeat == REFERENCE_REPEAT else f"repeat {done.repeat + 1}"
+        self._line(f"  {level} {which}: {speeds}{accept_text}{errs}{plan}")
 
     # -- output ------------------------------------------------------------------------------------
     def _emit(self, event: str, **fields: Any) -> None:

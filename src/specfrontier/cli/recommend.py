@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from specfrontier.cli.app import SLO_HELP, StoreOption, _open_existing, app, console
+from specfrontier.cli.app import SLO_HELP, StoreOption, _open_existing, app, console, run_id_value
 
 TRAFFIC_HELP = (
     "Load profile: YAML/CSV histogram (concurrency -> share of time), CSV time series of running requests or "
@@ -20,7 +20,9 @@ PEAK_HELP = "Peak demand to size replicas for, e.g. 64users or 12rps."
 
 @app.command()
 def recommend(
-    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop run; see `specfrontier runs`).")],
+    run_id: Annotated[
+        str, typer.Argument(help="Run id (a closed-loop run; see `specfrontier runs`).", callback=run_id_value)
+    ],
     traffic: Annotated[Path, typer.Option("--traffic", help=TRAFFIC_HELP)],
     slo: Annotated[str | None, typer.Option("--slo", help=SLO_HELP)] = None,
     peak: Annotated[str | None, typer.Option("--peak", help=PEAK_HELP)] = None,

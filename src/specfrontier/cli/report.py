@@ -14,6 +14,7 @@ from specfrontier.cli.app import (
     _open_existing,
     app,
     console,
+    run_id_value,
 )
 from specfrontier.commands import command, store_args
 from specfrontier.errors import ConfigError
@@ -29,7 +30,7 @@ class ReportFormat(StrEnum):
 
 @app.command()
 def report(
-    run_id: Annotated[str, typer.Argument(help="Run id (see `specfrontier runs`).")],
+    run_id: Annotated[str, typer.Argument(help="Run id (see `specfrontier runs`).", callback=run_id_value)],
     store: StoreOption = Path("specfrontier.db"),
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = ReportFormat.terminal,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to a file.")] = None,
@@ -59,8 +60,8 @@ def report(
 
 @app.command()
 def compare(
-    run_a: Annotated[str, typer.Argument(help="Run A (e.g. the best case).")],
-    run_b: Annotated[str, typer.Argument(help="Run B (e.g. production sampling).")],
+    run_a: Annotated[str, typer.Argument(help="Run A (e.g. the best case).", callback=run_id_value)],
+    run_b: Annotated[str, typer.Argument(help="Run B (e.g. production sampling).", callback=run_id_value)],
     store: StoreOption = Path("specfrontier.db"),
     fmt: Annotated[str, typer.Option("--format", "-f", help="terminal or html.")] = "terminal",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="HTML: the file to write.")] = None,

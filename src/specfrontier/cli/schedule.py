@@ -14,6 +14,7 @@ from specfrontier.cli.app import (
     _open_existing,
     app,
     console,
+    run_id_value,
 )
 from specfrontier.errors import ConfigError
 from specfrontier.textfiles import check_output_path, write_text_atomic
@@ -154,7 +155,9 @@ def run_schedule(
 
 @app.command()
 def schedule(
-    run_id: Annotated[str, typer.Argument(help="Run id (a closed-loop run over a depth ladder).")],
+    run_id: Annotated[
+        str, typer.Argument(help="Run id (a closed-loop run over a depth ladder).", callback=run_id_value)
+    ],
     engine: Annotated[
         str,
         typer.Option(

@@ -20,6 +20,7 @@ from specfrontier.cli.app import (
     app,
     console,
     err,
+    run_id_value,
 )
 from specfrontier.commands import report_command, resume_command
 from specfrontier.errors import ConfigError
@@ -57,9 +58,11 @@ def _with_options(cfg: TuneConfig, block: str, given: dict[str, Any], options: d
     data = cfg.model_dump(mode="json")
     data[block] = {**data[block], **given}
     try:
-        return type(cfg).model_validate(data)
+        changed = type(cfg).model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, options[next(iter(given))])) from exc
+    changed._settings_summary = cfg.settings_summary  # where the settings came from is unchanged
+    return changed
 
 
 def apply_executor_options(cfg: TuneConfig, *, executor: str | None, address: str | None) -> TuneConfig:
@@ -260,6 +263,7 @@ def tune(
             "--resume",
             help="Continue an interrupted run (its stored config is used; with --config, only its extra_args and "
             "timeouts may change).",
+            callback=run_id_value,
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the final report.")] = False,
@@ -321,8 +325,8 @@ def tune(
     cfg: TuneConfig | None = None
     if resume is None:
         new = _tune_config(config, engine, profile, face, time_scale)
-        if new.space_summary and not quiet:
-            _say(escape(new.space_summary))
+        if new.settings_summary and not quiet:
+            _say(escape(new.settings_summary))
         new = apply_search_options(new, strategy=search, max_launches=max_launches, max_engine_s=max_engine_s)
         cfg = apply_executor_options(new, executor=executor, address=address)
     if dry_run:

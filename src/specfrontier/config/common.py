@@ -7,12 +7,11 @@ one line that names the field, the value seen and the fix. Nothing here launches
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
@@ -22,15 +21,19 @@ from pydantic import (
 )
 
 from specfrontier.config.limits import (
+    DEFAULT_MAX_CLIENT_LAG_SHARE,
     DEFAULT_MAX_FAILED_SHARE,
+    DEFAULT_MAX_SETTINGS,
     MAX_CLIENT_WORKERS,
     MAX_CONCURRENCY,
     MAX_RATE,
     MAX_REQUEST_TIMEOUT_S,
     MAX_SETTING_NAME,
+    MAX_SETTINGS,
     MAX_STARTUP_TIMEOUT_S,
 )
 from specfrontier.config.search import SearchConfig
+from specfrontier.config.strict import StrictModel
 from specfrontier.config.workloads import WorkloadSpec
 from specfrontier.errors import clip, shown_value
 
@@ -38,13 +41,11 @@ if TYPE_CHECKING:
     from specfrontier.engines.base import EngineOptions, EngineSetting
 
 
+_Level = TypeVar("_Level", int, float)
+
 STORED = "stored"
 """Validation context key (`model_validate(..., context={STORED: True})`): the config is a stored run's,
 validated again to resume it; limits added since it was stored (`MAX_SETTING_NAME`) do not apply."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 LISTEN_FLAGS = {"--host": True, "--port": True, "--allow-remote": False}
@@ -75,6 +76,20 @@ def check_extra_args(args: tuple[str, ...], where: str) -> None:
         )
 
 
+def sorted_levels(levels: tuple[_Level, ...], where: str) -> tuple[_Level, ...]:
+    """Levels in ascending order; one listed twice is refused (it used to be dropped without a word, and a
+    `[4, 4]` meant for two repeats measured C = 4 once per repeat)."""
+    seen: set[_Level] = set()
+    for level in levels:
+        if level in seen:
+            raise ValueError(
+                f"{where} = {shown_value(list(levels))}: {level:g} is listed twice; fix: list each level once "
+                "(more measurements of a level: raise repeats)"
+            )
+        seen.add(level)
+    return tuple(sorted(levels))
+
+
 class SettingRefused(ValueError):
     """A setting its engine would refuse (or silently rewrite), raised by the engine's setting validator.
 
@@ -93,7 +108,7 @@ def startup_timeout(default: float, description: str) -> Any:
     return Field(default, gt=0, le=MAX_STARTUP_TIMEOUT_S, allow_inf_nan=False, description=description)
 
 
-class LaunchArgs(_Strict):
+class LaunchArgs(StrictModel):
     """Base of every model with `extra_args` (engine-wide or per setting) passed verbatim to a server's
     command line: the one place where those arguments are checked (`check_extra_args`).
 
@@ -110,7 +125,7 @@ class LaunchArgs(_Strict):
         return self
 
 
-class WorkloadConfig(_Strict):
+class WorkloadConfig(StrictModel):
     """What the load generator sends in every cell."""
 
     prompts: str = Field(
@@ -126,7 +141,7 @@ class WorkloadConfig(_Strict):
     seed: int | None = Field(None, description="Per-request sampling seed where the engine honours it.")
 
 
-class LoadConfig(_Strict):
+class LoadConfig(StrictModel):
     """How load is applied in every cell: closed loop over `concurrency` (the default) or open loop at `rates`.
 
     Open loop sends requests at gamma-distributed intervals (mean 1/rate; shape = burstiness, 1.0 =
@@ -151,7 +166,7 @@ class LoadConfig(_Strict):
     @field_validator("rates")
     @classmethod
     def _rates_sorted(cls, rates: tuple[float, ...]) -> tuple[float, ...]:
-        return tuple(sorted(set(rates)))
+        return sorted_levels(rates, "load.rates")
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadConfig:
@@ -171,7 +186,7 @@ class LoadConfig(_Strict):
         return self
 
 
-class ExecutorConfig(_Strict):
+class ExecutorConfig(StrictModel):
     """Where the settings run: here, one at a time (local), or as tasks on a Ray cluster (docs/scale.md)."""
 
     kind: Literal["local", "ray"] = Field(
@@ -203,7 +218,7 @@ _HOST = re.compile(r"[A-Za-z0-9:][A-Za-z0-9_.:-]*|\[[0-9A-Fa-f:.]+\]")
 """A host name, an IPv4 or IPv6 address (bracketed or not): what a server's --host takes, nothing a shell reads."""
 
 
-class DeployConfig(_Strict):
+class DeployConfig(StrictModel):
     """Where the printed commands serve a recommended setting (the run itself always binds 127.0.0.1 on a
     free port per launch): None keeps the engine's own default."""
 
@@ -225,7 +240,7 @@ class DeployConfig(_Strict):
         return value
 
 
-class TuneBase(_Strict):
+class TuneBase(StrictModel):
     """The sweep shape shared by all engines: concurrency levels x repeats over one workload.
 
     Subclasses add `engine` and `settings` (each engine module declares its own, see
@@ -237,14 +252,14 @@ class TuneBase(_Strict):
         settings: tuple[EngineSetting, ...]
 
     baseline_hint: ClassVar[str] = "add a setting without speculation"
-    _space_summary: str | None = PrivateAttr(None)
-    """What the config's `space:` expanded to (`config.space`), set by `config.load.parse_config`."""
+    _settings_summary: str | None = PrivateAttr(None)
+    """Where the settings came from when the config did not list them all (`config.load.parse_config`)."""
 
     @property
-    def space_summary(self) -> str | None:
-        """One line: the settings a `space:` gave, the combinations pruned and collapsed and why (None:
-        the config declared no space)."""
-        return self._space_summary
+    def settings_summary(self) -> str | None:
+        """One line: what a `space:` expanded to (the combinations pruned and collapsed, and why), or that
+        the config gave no settings and the engine's built-in ones run; None when it listed them."""
+        return self._settings_summary
 
     concurrency: tuple[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)], ...] = Field(
         (1, 2, 4), min_length=1, description="Closed-loop client concurrency levels."
@@ -307,6 +322,15 @@ class TuneBase(_Strict):
         "repeats) is shown and flagged but left out of the best setting per level, the crossovers and the "
         "recommendations (0: no failed request at all; docs/reliability.md).",
     )
+    max_client_lag_share: float = Field(
+        DEFAULT_MAX_CLIENT_LAG_SHARE,
+        gt=0.0,
+        le=10.0,
+        allow_inf_nan=False,
+        description="Evidence rule: a cell whose client's event-loop lag p99 exceeded this share of the request "
+        "lifetime (or 5 ms where that is more), or whose client CPU exceeded 90 % of a core, could not keep up "
+        "(the server saw fewer than C) and is shown and flagged but left out of the decisions (docs/reliability.md).",
+    )
     load: LoadConfig = Field(default_factory=LoadConfig, description="Closed loop (default) or open loop.")
     store: Path = Field(Path("specfrontier.db"), description="SQLite result store.")
     search: SearchConfig = Field(default_factory=SearchConfig, description="Which settings to measure (grid: all).")
@@ -317,14 +341,17 @@ class TuneBase(_Strict):
         default_factory=DeployConfig,
         description="The address the printed (deployable) commands serve on; the run's own is not printed.",
     )
-    drift_control: Literal["auto", "interleave", "off"] = Field(
+    drift_control: Literal["auto", "interleave", "reference", "off"] = Field(
         "auto",
         description="Guard against a machine whose speed changes during the run: 'interleave' measures the "
         "settings repeat by repeat (repeat 1 of every setting, then repeat 2, ...: one server launch per setting "
         "and repeat) and reports the drift per level (first vs last repeat); a difference smaller than it is no "
-        "win. 'auto': interleave where a relaunch is cheap (the engine says so, e.g. llama.cpp) and the grid "
-        "search runs locally without verify_schedule; 'off': every repeat of a setting on one launch "
-        "(docs/metrics.md, 'Drift').",
+        "win. 'reference': one launch per setting, then the first setting once more on one more launch at the "
+        "end, at every level: the drift per level is that end-of-run reference against the setting's own start, "
+        "under the same rule. 'auto': interleave where a relaunch is cheap (the engine says so, e.g. llama.cpp) "
+        "and the grid search runs locally without verify_schedule, else reference (vLLM, SGLang, TensorRT-LLM: "
+        "a relaunch costs minutes) where the run is local; 'off': every repeat of a setting on one launch, no "
+        "drift measured (docs/metrics.md, 'Drift').",
     )
     min_repeats: int | None = Field(
         None,
@@ -341,6 +368,13 @@ class TuneBase(_Strict):
         description="Closed loop: size each cell from the measured request lifetime: send for this many "
         "lifetimes (C = 1: half as many; the median E2E of the last cell of that level, else the launch's own "
         "first request and warmup), at most cell_duration_s when that is set (unset: cell_duration_s alone).",
+    )
+    max_settings: int = Field(
+        DEFAULT_MAX_SETTINGS,
+        ge=1,
+        le=MAX_SETTINGS,
+        description="Most settings the config may list or its `space:` expand to: a grid search launches a "
+        f"server per setting (raise it to run more, at most {MAX_SETTINGS}).",
     )
     verify_schedule: bool = Field(
         False,
@@ -364,7 +398,7 @@ class TuneBase(_Strict):
     @field_validator("concurrency")
     @classmethod
     def _sorted_unique(cls, levels: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(sorted(set(levels)))
+        return sorted_levels(levels, "concurrency")
 
     def all_settings(self) -> tuple[EngineSetting, ...]:
         settings: tuple[EngineSetting, ...] = getattr(self, "settings", ())
@@ -409,7 +443,7 @@ class TuneBase(_Strict):
                     f"settings[{i}].name = {shown_value(name)}: longer than {MAX_SETTING_NAME} characters (it labels "
                     f"report rows and names the server's log file); fix: shorten it to {MAX_SETTING_NAME} at most"
                 )
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, count in Counter(names).items() if count > 1)  # linear: a space may give thousands
         if dupes:
             raise ValueError(
                 f"settings: name = {shown_value(dupes[0])} appears twice; fix: give every setting a unique name"
@@ -444,15 +478,15 @@ class TuneBase(_Strict):
                 f"min_repeats = {self.min_repeats}: above repeats = {self.repeats}; fix: lower min_repeats or "
                 "raise repeats"
             )
-        if self.min_repeats is not None and self.drift_control == "off":
+        if self.min_repeats is not None and self.drift_control in ("off", "reference"):
             raise ValueError(
-                "min_repeats: the sequential rule compares settings repeat by repeat, but drift_control is 'off'; "
-                "fix: set drift_control: interleave (or auto), or remove min_repeats"
+                "min_repeats: the sequential rule compares settings repeat by repeat, but drift_control is "
+                f"{self.drift_control!r}; fix: set drift_control: interleave (or auto), or remove min_repeats"
             )
-        if self.drift_control == "interleave":
-            why = interleave_refused(self)
+        if self.drift_control in ("interleave", "reference"):
+            why = (interleave_refused if self.drift_control == "interleave" else reference_refused)(self)
             if why is not None:
-                raise ValueError(f"drift_control = 'interleave': {why}; fix: use drift_control: auto or off")
+                raise ValueError(f"drift_control = {self.drift_control!r}: {why}; fix: use drift_control: auto or off")
         return self
 
     @model_validator(mode="after")
@@ -472,6 +506,14 @@ class TuneBase(_Strict):
         return self
 
 
+DEFAULT_CELL_LIFETIMES = 8.0
+"""The default run's cells (`cell_lifetimes`; `bench --url` sizes its cells the same way) send for 8 request
+lifetimes (4 at C = 1, which has no ramp): measured with llama.cpp on 2 cores, the C = 4 ramp of the
+n-gram settings took 3.2-3.6 lifetimes, leaving 4.2-6 for the steady span where 4 are needed
+(`metrics.steady`); at C = 2 the ramp took ~2. Where a request lives shorter, the cell is shorter too
+instead of a fixed length."""
+
+
 def interleave_refused(config: TuneBase) -> str | None:
     """Why a config cannot measure its settings repeat by repeat (None: it can): the interleaved order
     needs every setting known up front (the grid search), one machine, and no setting built from the
@@ -482,6 +524,14 @@ def interleave_refused(config: TuneBase) -> str | None:
         return "executor.kind = 'ray' runs settings side by side on several machines"
     if config.verify_schedule:
         return "verify_schedule builds its setting from the finished run"
+    return None
+
+
+def reference_refused(config: TuneBase) -> str | None:
+    """Why a config cannot measure an end-of-run drift reference (None: it can): the reference must run
+    on the machine its setting's start ran on."""
+    if config.executor.kind != "local":
+        return "executor.kind = 'ray' runs settings on several machines; a reference on another is no reference"
     return None
 
 
@@ -499,6 +549,14 @@ _FIX_BY_ERROR_TYPE = {
     "float_parsing": "use a number",
     "finite_number": "use a finite number (.inf and .nan are refused: a limit must end)",
     "bool_parsing": "use true or false",
+    "int_type": "use a whole number, without quotes (true and false are not numbers)",
+    "float_type": "use a number, without quotes (true and false are not numbers)",
+    "bool_type": "use true or false, without quotes",
+    "string_type": "use text (in quotes when it looks like a number)",
+    "tuple_type": "use a list, e.g. [1, 2]",
+    "list_type": "use a list, e.g. [1, 2]",
+    "dict_type": "use a mapping of key: value",
+    "is_instance_of": "use a path (text)",
     "string_pattern_mismatch": "use letters, digits and . _ : + - only",
 }
 
@@ -521,6 +579,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 
 
 __all__ = [
+    "DEFAULT_CELL_LIFETIMES",
     "LISTEN_FLAGS",
     "STORED",
     "DeployConfig",
@@ -535,5 +594,6 @@ __all__ = [
     "describe_validation_error",
     "interleave_refused",
     "listen_flag",
+    "reference_refused",
     "startup_timeout",
 ]

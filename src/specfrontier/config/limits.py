@@ -41,12 +41,32 @@ inside the 3 % agreement the client is held to (benchmarks/client_fidelity.py) a
 a half-failed cell (one prompt over the context length) is far outside it. A cell of fewer than 100
 requests may therefore have no failed request at all."""
 
+DEFAULT_MAX_SETTINGS = 256
+"""Settings a config may list or its `space:` expand to unless it raises `max_settings`: a grid search
+launches a server per setting, so 47,233 settings (a space accepted without a word, issue 39) were 47,233
+launches and as many store transactions before the first result."""
+
+MAX_SETTINGS = 100_000
+"""Highest `max_settings` (and the most combinations a `space:` may declare)."""
+
+DEFAULT_MAX_CLIENT_LAG_SHARE = 0.02
+"""The evidence rule's bound on the client's lag (`max_client_lag_share`, docs/reliability.md): a cell whose
+client's event-loop lag p99, in some repeat and worker, exceeds this share of its request lifetime (median
+E2E, in wall time), or 5 ms where that is more, or whose client CPU exceeds 90 % of a core, could not keep
+up and is not evidence. A lagging client sees each end late and sends the next request late, so the server
+serves fewer than C, which the client's own in-flight count cannot show: measured
+(benchmarks/client_lag.py), the shortfall was at most ~1.7 x lag p99 / lifetime, so 2 % keeps it within
+~3.4 %, inside the 5 % the steady state allows."""
+
 __all__ = [
+    "DEFAULT_MAX_CLIENT_LAG_SHARE",
     "DEFAULT_MAX_FAILED_SHARE",
+    "DEFAULT_MAX_SETTINGS",
     "MAX_CLIENT_WORKERS",
     "MAX_CONCURRENCY",
     "MAX_RATE",
     "MAX_REQUEST_TIMEOUT_S",
+    "MAX_SETTINGS",
     "MAX_SETTING_NAME",
     "MAX_STARTUP_TIMEOUT_S",
 ]

@@ -10,14 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from specfrontier.config.common import STORED, TuneBase, describe_validation_error
-from specfrontier.config.space import expand_space
+from specfrontier.config.limits import DEFAULT_MAX_SETTINGS, MAX_SETTINGS
+from specfrontier.config.space import SpaceExpansion, expand_space
 from specfrontier.engines import registry
-from specfrontier.errors import ConfigError, clip
+from specfrontier.errors import ConfigError, shown_value
 from specfrontier.textfiles import read_text_utf8
+from specfrontier.yamltext import load_yaml, yaml_error_line
 
 TuneConfig = TuneBase
 
@@ -39,15 +40,56 @@ def parse_config(data: dict[str, Any], *, source: str = "config", stored: bool =
         except ValueError as exc:
             raise ConfigError(f"{source}: {exc}") from exc
         data["settings"] = [*listed, *expansion.settings] if isinstance(listed, list) else listed
-    elif "settings" not in data:
-        data = {**data, "settings": [s.model_dump(exclude_defaults=True) for s in spec.default_settings()]}
+    defaults = None
+    if expansion is None and "settings" not in data:
+        defaults = [s.model_dump(exclude_defaults=True) for s in spec.default_settings()]
+        data = {**data, "settings": defaults}
+    if not stored:  # a run's stored config was accepted when it started
+        check_settings_count(data, expansion, source)
     try:
         config = spec.config.model_validate(data, context={STORED: stored})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, source)) from exc
     if expansion is not None:
-        config._space_summary = expansion.summary()
+        config._settings_summary = expansion.summary()
+    elif defaults is not None:
+        names = ", ".join(str(d.get("name")) for d in defaults)
+        config._settings_summary = (
+            f"settings: none in {source}, so the {spec.name} engine's {len(defaults)} built-in settings run "
+            f"({names}); list `settings:` or a `space:` to choose them"
+        )
     return config
+
+
+def check_settings_count(data: dict[str, Any], expansion: SpaceExpansion | None, source: str) -> None:
+    """Refuse more settings than `max_settings` (default DEFAULT_MAX_SETTINGS) before the config is
+    validated setting by setting, and long before anything is written or launched: a grid search launches
+    a server per setting, and a space of 47,233 settings was accepted without a word (issue 39)."""
+    settings = data.get("settings")
+    if not isinstance(settings, list):
+        return  # not a list: the model's validation names it
+    bound = data.get("max_settings", DEFAULT_MAX_SETTINGS)
+    if isinstance(bound, bool) or not isinstance(bound, int) or not 1 <= bound <= MAX_SETTINGS:
+        raise ConfigError(
+            f"{source}: max_settings = {shown_value(bound)}: not a whole number from 1 to {MAX_SETTINGS}; "
+            f"fix: use one (default {DEFAULT_MAX_SETTINGS})"
+        )
+    count = len(settings)
+    if count <= bound:
+        return
+    raise_to = f", or set max_settings: {count} to run them all" if count <= MAX_SETTINGS else ""
+    if expansion is not None:
+        listed = count - len(expansion.settings)
+        also = f" and {listed} listed" if listed else ""
+        what = f"space: {expansion.combinations} combinations give {len(expansion.settings)} settings{also}"
+        fix = "narrow the space (fewer values per knob)"
+    else:
+        what = f"settings: {count} listed"
+        fix = "list fewer settings"
+    raise ConfigError(
+        f"{source}: {what}, more than max_settings = {bound} (a grid search launches a server for each: "
+        f"{count} launches); fix: {fix}{raise_to}"
+    )
 
 
 def default_config() -> TuneConfig:
@@ -57,33 +99,12 @@ def default_config() -> TuneConfig:
     return make()
 
 
-def yaml_error_line(path: Path, exc: yaml.YAMLError) -> str:
-    """One line for a YAML syntax error: `FILE:LINE:COLUMN: not valid YAML: <problem>; fix: ...`.
-
-    PyYAML's own message spans several lines (context, problem, each with the file position and a
-    snippet of the text), which broke the one-line rule; here only the problem and, when it helps, the
-    context with its line are kept (1-based, as editors count)."""
-    problem = getattr(exc, "problem", None)
-    mark = getattr(exc, "problem_mark", None)
-    if problem is None or mark is None:  # not a marked error: PyYAML's words, flattened
-        return f"{path}: not valid YAML ({clip(' '.join(str(exc).split()))}); fix: correct the YAML syntax"
-    context = getattr(exc, "context", None)
-    context_mark = getattr(exc, "context_mark", None)
-    said = clip(str(problem))
-    if context and context_mark is not None:
-        said += f" ({clip(str(context))} at line {context_mark.line + 1}, column {context_mark.column + 1})"
-    return f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {said}; fix: correct the YAML syntax there"
-
-
 def load_config(path: Path | None) -> TuneConfig:
     """Read and validate a YAML config; None gives the embedded default."""
     if path is None:
         return default_config()
-    text = read_text_utf8(path, "--config")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_error_line(path, exc)) from exc
+    text = read_text_utf8(path, "--config", too_big_fix="pass the config meant here (a config is a few kilobytes)")
+    data = load_yaml(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -91,4 +112,4 @@ def load_config(path: Path | None) -> TuneConfig:
     return parse_config(data, source=str(path))
 
 
-__all__ = ["default_config", "load_config", "parse_config", "yaml_error_line"]
+__all__ = ["check_settings_count", "default_config", "load_config", "parse_config", "yaml_error_line"]

@@ -21,19 +21,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from specfrontier.config.limits import MAX_CONCURRENCY
+from specfrontier.config.strict import StrictModel
 
 SearchStrategy = Literal["grid", "adaptive", "guided"]
 ExtendDepth = Literal["chains", "all", "none"]
 SearchObjective = Literal["aggregate_tok_s", "per_request_tok_s_p50"]
 
 
-class SearchConfig(BaseModel):
+class SearchConfig(StrictModel):
     """How `tune` chooses the settings it measures (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: SearchStrategy = Field("grid", description="grid (every listed setting), adaptive or guided.")
     max_launches: int | None = Field(None, ge=1, le=10000, description="Budget: server launches (one per setting).")

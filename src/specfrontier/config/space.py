@@ -29,9 +29,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from specfrontier.config.common import SettingRefused, describe_validation_error
+from specfrontier.config.limits import MAX_SETTINGS
 
 SCALAR = (str, int, float, bool)
-MAX_COMBINATIONS = 100_000
+MAX_COMBINATIONS = MAX_SETTINGS
 BASELINE_NAME = "baseline"
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from specfrontier.config.strict import StrictModel
 from specfrontier.errors import shown_value
+from specfrontier.records import MAX_PROMPTS
 from specfrontier.workloads.sources import PACKAGE_SOURCES
 
 SYNTHETIC = "synthetic-greedy"
@@ -25,10 +27,8 @@ def source_choices() -> str:
     return ", ".join([*PACKAGE_SOURCES, SYNTHETIC, "builtin:cpu-mix", "<file>.jsonl"])
 
 
-class WorkloadSpec(BaseModel):
+class WorkloadSpec(StrictModel):
     """One workload: a source (or weighted mix of sources), a sampling profile, lengths and API mode."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str | dict[str, Annotated[float, Field(gt=0)]] = Field(
         description="A source name (humaneval, gsm8k, truthfulqa, ifbench, agentic, synthetic-greedy, "
@@ -43,7 +43,9 @@ class WorkloadSpec(BaseModel):
     mode: Literal["chat", "completion"] | None = Field(
         None, description="chat template or raw completion (default: the source's own; humaneval: completion)."
     )
-    prompts: int | None = Field(None, ge=1, le=100000, description="Prompts drawn (seeded); default: all.")
+    prompts: int | None = Field(
+        None, ge=1, le=MAX_PROMPTS, description=f"Prompts drawn (seeded); default: all (at most {MAX_PROMPTS} in all)."
+    )
     max_tokens: int = Field(128, ge=1, le=65536, description="Output cap per request (natural EOS stops earlier).")
     max_input_tokens: int | None = Field(
         None, ge=1, description="Drop prompts longer than this (estimated as characters / 4)."

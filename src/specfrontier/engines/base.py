@@ -272,6 +272,9 @@ class EngineAdapter(ABC, Generic[SettingT]):
     display_name: ClassVar[str] = ""
     """How the engine is named in reports and in `bench` runs (default: `name`)."""
     health_path: ClassVar[str] = "/health"
+    health_timeout_s: ClassVar[float] = 10.0
+    """Longest one health probe may take to answer (readiness and the check after a window that lost
+    connections): a handler that generates before it answers (SGLang) needs more than a plain `/health`."""
     counters_source: ClassVar[str] = ""
     keep_alive: ClassVar[bool] = True
     """Whether the server keeps a connection open after a streamed response, so the client reuses it

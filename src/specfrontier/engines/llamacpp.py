@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import TuneBase, startup_timeout
+from specfrontier.config.common import DEFAULT_CELL_LIFETIMES, TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
     Deployable,
@@ -199,12 +199,6 @@ DEFAULT_CELL_DURATION_S = 25.0
 on 2 cores and the first 4 (the ramp) take up to ~9 s to be replaced, so 25 s still leaves the 4 request
 lifetimes a steady rate needs (`metrics.steady`); at 15 s and at 20 s one cell in nine fell short."""
 
-
-DEFAULT_CELL_LIFETIMES = 8.0
-"""Each default cell sends for 8 request lifetimes (`cell_lifetimes`, at most DEFAULT_CELL_DURATION_S; 4 at
-C = 1, which has no ramp): measured on 2 cores, the C = 4 ramp of the n-gram settings took 3.2-3.6
-lifetimes, leaving 4.2-6 for the steady span where 4 are needed (`metrics.steady`); at C = 2 the ramp
-took ~2. At C = 1 and 2, where a request lives shorter, the cell is shorter too instead of a fixed 25 s."""
 
 DEFAULT_MIN_REPEATS = 2
 """The default run stops a level after 2 interleaved repeats once its ranking is settled (`min_repeats`,

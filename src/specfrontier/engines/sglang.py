@@ -14,8 +14,11 @@ Facts the adapter relies on (SGLang 0.5.23):
 - under speculation an unset `--max-running-requests` is silently reset to 48: the resolved value is
   read back from `/server_info` and the reset is reported in the capacity source;
 - `/health_generate` is the readiness probe (uvicorn listens before warm-up ends);
-- exact acceptance comes from per-request `meta_info` (`spec_num_correct_drafts`, `spec_verify_ct`):
-  acceptance length = 1 + correct / verify steps. The server's `avg_spec_accept_length` is lifetime-
+- exact acceptance comes from each streamed request's `sglext.spec_tokens_details` chunk
+  (`spec_num_correct_drafts`, `spec_num_proposed_drafts`, `spec_verify_ct`, computed by SGLang's
+  TokenizerManager), asked for with `return_spec_tokens_details`; `meta_info` carries the same figures where
+  SGLang gives it (non-streaming chat, `/generate`) and is read there too, but never asked for: streaming
+  chat refuses `return_meta_info` with HTTP 400. The server's `avg_spec_accept_length` is lifetime-
   cumulative and updated every 40 decode batches, so it is never used for a window.
 """
 
@@ -260,6 +263,12 @@ class SGLangEngine(EngineOptions):
     model_path: str = Field(description="--model-path of the target model.")
     draft_model_path: str | None = Field(None, description="--speculative-draft-model-path (EAGLE head, draft).")
     python: Path | None = Field(None, description="Python that has sglang installed (default: this one).")
+    launch_module: str = Field(
+        "sglang.launch_server",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="Module `python -m` serves with: SGLang's launcher, or a wrapper that takes its arguments "
+        "(specfrontier.sim.sglang_frontend: SGLang's own server with the simulator as its GPU, .venv-sglang).",
+    )
     tp_size: int = Field(1, ge=1, le=64, description="--tp-size.")
     mem_fraction_static: float | None = Field(None, gt=0.0, lt=1.0, description="--mem-fraction-static.")
     startup_timeout_s: float = startup_timeout(900.0, "Seconds to wait for /health_generate.")
@@ -325,6 +334,10 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     name: ClassVar[str] = "sglang"
     health_path: ClassVar[str] = "/health_generate"
+    health_timeout_s: ClassVar[float] = 30.0
+    """`/health_generate` runs a one-token generation and sleeps in 1 s steps until the scheduler answered,
+    up to HEALTH_CHECK_TIMEOUT = 20 s (0.5.23 `srt/entrypoints/http_server.py:218`, `:779`): a probe cut
+    at 1 s never saw a real SGLang ready (issue 37)."""
     counters_source: ClassVar[str] = ""
 
     def __init__(self, engine: EngineOptions, *, help_text: str | None = None) -> None:
@@ -340,7 +353,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
         eng = self.engine
         assert isinstance(eng, SGLangEngine)
         python = str(eng.python) if eng.python is not None else sys.executable
-        argv = [python, "-m", "sglang.launch_server", "--model-path", eng.model_path, "--tp-size", str(eng.tp_size)]
+        argv = [python, "-m", eng.launch_module, "--model-path", eng.model_path, "--tp-size", str(eng.tp_size)]
         if eng.draft_model_path is not None:
             argv += ["--speculative-draft-model-path", eng.draft_model_path]
         if eng.mem_fraction_static is not None:
@@ -430,8 +443,12 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     @classmethod
     def request_extras(cls) -> dict[str, Any]:
-        """Ask for per-request speculative stats on both endpoints (chat: meta_info; completions: sglext)."""
-        return {"return_meta_info": True, "return_spec_tokens_details": True}
+        """Ask for per-request speculative stats as SGLang reports them in a stream: the
+        `sglext.spec_tokens_details` chunk after the finish chunk, on both endpoints
+        (`return_spec_tokens_details`: 0.5.23 `srt/entrypoints/openai/protocol.py:393` completions, `:961`
+        chat). Never `return_meta_info`: streaming chat refuses it with HTTP 400
+        (`serving_chat.py:1321-1325`, issue 37), and completions have no such field."""
+        return {"return_spec_tokens_details": True}
 
     @classmethod
     def request_spec_stats(cls, chunk: Mapping[str, Any]) -> RequestSpecStats | None:
@@ -476,6 +493,8 @@ def capacity_from_server_info(info: Mapping[str, Any], setting: SGLangSetting) -
             f"; WARNING: SGLang reset the unset --max-running-requests to {SPEC_DEFAULT_CAP} under speculation "
             "(set max_running_requests to choose the capacity)"
         )
+    if isinstance(states, list) and states and isinstance(states[0], Mapping) and states[0].get("simulated") is True:
+        source += "; the server's scheduler is the simulator (specfrontier.sim.sglang_frontend): a MODEL"
     tokens = info.get("max_total_num_tokens")
     return Capacity(mrr, source, tokens if isinstance(tokens, int) else None)
 

@@ -9,14 +9,18 @@ ticker task next to the load that asks to wake up every `TICK_S` and records how
 Process CPU time over the window, divided by the window's wall time, is the share of one core the
 client used; near 1.0 the client is the bottleneck whatever the lag says.
 
-A window is flagged `saturated` (its client distorted the figures, so they are not trusted as
-evidence) when, in any worker process:
+A window is flagged `saturated` (its client may have distorted the latency figures: TTFT and ITL carry
+its lag) when, in any worker process:
 - the lag p99 exceeds `LAG_P99_LIMIT_MS` (5 ms: the issue's fidelity target for 64 streams, and
   several times the ~1 ms timer granularity of an idle asyncio loop on Linux), or
 - the client CPU exceeds `CPU_LIMIT` (90%) of one core.
 
 The idle floor: asyncio rounds epoll timeouts up to whole milliseconds, so an idle loop shows lags of
 0-1 ms; lag below ~1 ms is timer granularity, not distortion.
+
+Whether a saturated client still kept up (the server served the cell's C) is judged against the cell's
+request lifetime when the cell is summarised (`analysis.summary.CellSummary.keep_up_text`): a cell whose
+client could not keep up is not evidence.
 """
 
 from __future__ import annotations

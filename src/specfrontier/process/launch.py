@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,7 +27,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -56,7 +57,8 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 _SIGNAL_CAUSES = {
     signal.SIGILL: "illegal instruction: the binary uses CPU instructions this host lacks (for llama.cpp, a "
     "build made for another CPU); fix: rebuild for this host with scripts/install.sh (portable build)",
-    signal.SIGKILL: "killed: most often the kernel's out-of-memory killer (see `dmesg`); "
+    signal.SIGKILL: "killed: most often the kernel's out-of-memory killer (see `dmesg`), or the engine's own "
+    "supervisor after one of its processes failed (SGLang then kills its process tree: see the log's cause); "
     "fix: lower the concurrency, context or model size, or free memory",
     signal.SIGSEGV: "segmentation fault in the engine; fix: see the server log, try another engine version",
     signal.SIGABRT: "aborted by the engine itself (a failed assertion or fatal error); fix: see the server log",
@@ -92,22 +94,46 @@ def tail_of(path: Path, lines: int = 25) -> str:
 
 _CAUSE_WORDS = ("error", "exception", "out of memory", "oom", "fatal", "failed", "cannot", "can't", "abort")
 """Words of a log line that says why a server stopped (Python exceptions, CUDA OOM, llama.cpp's errors)."""
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)(: |$)")
+"""The closing line of a Python traceback (`RuntimeError: ...`, `torch.OutOfMemoryError: ...`)."""
 _CAUSE_CHARS = 300
+CAUSE_LINES = 60
+"""Log lines searched for the cause: a supervisor's own shutdown lines and a compiler's output can follow
+the exception by dozens of lines (SGLang's JIT build failure: 28 lines)."""
 
 
 def log_cause(tail: str) -> str | None:
-    """The last meaningful line of a server log's tail: the last line naming an error (e.g. `torch.
-    OutOfMemoryError: CUDA out of memory ...`), else the last line that is not blank nor a traceback
-    frame; None for an empty log. Why: "exited with status 1" alone sends the user to the log for a
-    cause the log states in one line."""
+    """The line of a server log's tail that says why it stopped: the last exception a traceback closed with
+    (e.g. `torch.OutOfMemoryError: CUDA out of memory ...`), else the last line naming an error, else the
+    last line that is not blank nor a traceback frame; None for an empty log. Why: "exited with status 1"
+    alone sends the user to the log for a cause the log states in one line, and an engine's supervisor
+    logs its own shutdown after the exception (SGLang: "Received sigquit from a child process. It usually
+    means the child failed."), which names no cause."""
     lines = [ln.strip() for ln in tail.splitlines()]
     meaningful = [
         ln for ln in lines if ln and not ln.startswith(('File "', "Traceback (most recent call last)", "^", "~"))
     ]
     if not meaningful:
         return None
-    found = next((ln for ln in reversed(meaningful) if any(w in ln.lower() for w in _CAUSE_WORDS)), meaningful[-1])
+    found = next((ln for ln in reversed(meaningful) if _EXCEPTION_LINE.match(ln)), None) or next(
+        (ln for ln in reversed(meaningful) if any(w in ln.lower() for w in _CAUSE_WORDS)), meaningful[-1]
+    )
     return found if len(found) <= _CAUSE_CHARS else found[: _CAUSE_CHARS - 3] + "..."
+
+
+PROBE_TIMEOUT_S = 10.0
+"""Longest one readiness probe may take to answer, unless the adapter says more (`EngineAdapter.health_timeout_s`).
+Why not ~1 s: a health handler may do work before it answers (SGLang's `/health_generate` runs a generation
+and sleeps; issue 37), and a probe cut short never sees a server that is ready."""
+
+
+async def _probe_status(session: aiohttp.ClientSession, url: str) -> int | None:
+    """The status of one GET of `url`, or None when it failed or took longer than the session's timeout."""
+    try:
+        async with session.get(url) as resp:
+            return resp.status
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return None
 
 
 class ServerProcess:
@@ -167,42 +193,66 @@ class ServerProcess:
             await asyncio.sleep(poll_s)
         return code
 
-    async def wait_ready(self, url: str, *, timeout_s: float, poll_s: float = 0.05) -> float:
+    async def wait_ready(
+        self, url: str, *, timeout_s: float, poll_s: float = 0.05, probe_timeout_s: float = PROBE_TIMEOUT_S
+    ) -> float:
         """Poll `url` until it answers 200; return seconds from spawn to ready.
 
         A process that exits while we wait is a start failure (with its exit code and log tail);
         one that stays alive past `timeout_s` is a timeout. 503 ("Loading model") means keep waiting.
+
+        Each probe may take up to `probe_timeout_s` to answer (an engine's health handler may run a
+        generation first: SGLang's `/health_generate` sleeps at least 1 s and up to its
+        HEALTH_CHECK_TIMEOUT, 20 s, before it answers). While a probe is in flight the process is still
+        watched: an exit or the overall deadline ends the wait at once, not when the probe returns.
         """
         if self._proc is None:
             raise RuntimeError("wait_ready() before start()")
         deadline = time.monotonic() + timeout_s
-        timeout = aiohttp.ClientTimeout(total=max(1.0, poll_s * 20))
+        timeout = aiohttp.ClientTimeout(total=probe_timeout_s)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             while True:
-                code = self.exited()
-                if code is not None:
-                    tail = tail_of(self.log_path)
-                    cause = log_cause(tail)
-                    said = f"; its log says: {cause}" if cause else ""
-                    raise EngineStartError(
-                        f"server {describe_exit(code)} before it was ready{said} (log: {self.log_path})",
-                        log_path=self.log_path,
-                        log_tail=tail,
-                    )
-                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                    async with session.get(url) as resp:
-                        if resp.status == 200:
-                            self._check_port_owner(url)
-                            self.startup_s = ns_to_s(time.perf_counter_ns() - self._started_ns)
-                            return self.startup_s
+                self._raise_if_exited()
+                probe = asyncio.ensure_future(_probe_status(session, url))
+                try:
+                    while not probe.done():
+                        self._raise_if_exited()
+                        if time.monotonic() > deadline:
+                            self._raise_not_ready(url, timeout_s)
+                        await asyncio.wait({probe}, timeout=poll_s)
+                finally:
+                    if not probe.done():
+                        probe.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await probe
+                if probe.result() == 200:
+                    self._check_port_owner(url)
+                    self.startup_s = ns_to_s(time.perf_counter_ns() - self._started_ns)
+                    return self.startup_s
                 if time.monotonic() > deadline:
-                    raise EngineTimeout(
-                        f"server not ready at {url} after {timeout_s:.0f} s; "
-                        "fix: raise engine.startup_timeout_s or check the log",
-                        log_path=self.log_path,
-                        log_tail=tail_of(self.log_path),
-                    )
+                    self._raise_not_ready(url, timeout_s)
                 await asyncio.sleep(poll_s)
+
+    def _raise_if_exited(self) -> None:
+        """A start failure naming the exit and the log's own cause, if the leader has exited."""
+        code = self.exited()
+        if code is None:
+            return
+        tail = tail_of(self.log_path)
+        cause = log_cause(tail_of(self.log_path, CAUSE_LINES))
+        said = f"; its log says: {cause}" if cause else ""
+        raise EngineStartError(
+            f"server {describe_exit(code)} before it was ready{said}",  # EngineStartError adds the log's path
+            log_path=self.log_path,
+            log_tail=tail,
+        )
+
+    def _raise_not_ready(self, url: str, timeout_s: float) -> NoReturn:
+        raise EngineTimeout(
+            f"server not ready at {url} after {timeout_s:.0f} s; fix: raise engine.startup_timeout_s or check the log",
+            log_path=self.log_path,
+            log_tail=tail_of(self.log_path),
+        )
 
     def _check_port_owner(self, url: str) -> None:
         """Raise PortTakenError if another program listens on the health URL's port (see port_owner)."""
@@ -293,4 +343,4 @@ def _tell(guard: subprocess.Popen[bytes] | None, line: str) -> None:
         stream.flush()
 
 
-__all__ = ["ServerProcess", "describe_exit", "free_port", "group_alive", "tail_of"]
+__all__ = ["PROBE_TIMEOUT_S", "ServerProcess", "describe_exit", "free_port", "group_alive", "tail_of"]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specfrontier.analysis import RunData, best_per_concurrency, crossovers, recommend
 from specfrontier.analysis.deploy import deploy_command
-from specfrontier.analysis.drift import interleaved, level_drifts
+from specfrontier.analysis.drift import drift_control, level_drifts, reference_facts
 from specfrontier.analysis.misconfig import misconfigurations
 from specfrontier.analysis.schedule_check import verify_schedules
 from specfrontier.analysis.summary import CellSummary, OverRepeats, figure_json, verdict_text
@@ -45,7 +45,9 @@ class _CellHead(_Export):
     load_mode: str = Field(description="'closed' (C users) or 'open' (arrivals at request_rate).")
     request_rate: float | None = Field(description="Open loop: target request rate (req/s); None for closed loop.")
     load: list[dict[str, Any]] = Field(
-        description="Open loop, per repeat: target/achieved rate, burstiness, seed, sent/measured, cap waits, send lag."
+        description="Per repeat. Open loop: target/achieved rate, burstiness, seed, sent/measured, cap waits, send "
+        "lag. Closed loop: send_s (how long the cell kept sending, s; null: its request count alone), sized_by (why, "
+        "in words) and window_s (first send to last end, s)."
     )
     time_slices: list[list[dict[str, Any]]] = Field(
         description="Per repeat, per second of the window: finished, errors, output tokens, TTFT/TPOT p50/p99."
@@ -60,11 +62,12 @@ class _CellHead(_Export):
     evidence: bool = Field(
         True,
         description="The evidence rule's verdict (docs/reliability.md): complete, failed requests within the "
-        "run's max_failed_share, and (closed loop) a steady state; only such cells decide the best setting per "
-        "level, the crossovers and the recommendations.",
+        "run's max_failed_share, (closed loop) a steady state, and a client that kept up; only "
+        "such cells decide the best setting per level, the crossovers and the recommendations.",
     )
     verdict: str = Field(
-        "evidence", description="'evidence', or 'not evidence: ' and each reason (repeats, server, failed, steady)."
+        "evidence",
+        description="'evidence', or 'not evidence: ' and each reason (repeats, server, failed, steady, client).",
     )
 
 
@@ -82,7 +85,8 @@ class _CellHealth(_Export):
 
     noisy: bool = Field(description="Aggregate tok/s MAD over repeats > 10% of the median.")
     client_saturated: bool = Field(
-        description="Some repeat's client was saturated (lag p99 or CPU over the limits): figures not trusted."
+        description="Some repeat's client was saturated (lag p99 or CPU over the limits): TTFT and ITL may carry "
+        "its lag; not evidence where it could not keep up (see verdict)."
     )
     steady_too_short: bool = Field(
         description="Closed loop: no steady state to measure (C > 1: a span under 1 s or 4 request lifetimes, "
@@ -212,7 +216,9 @@ DEFINITIONS = {
     "first_request": "TTFT and e2e of the very first request on a freshly launched server, before warmup",
     "evidence": "a cell is evidence when all the repeats the run asked for are stored, its setting's server did "
     "not fail, its failed requests are at most max_failed_share of its requests (the run's config; default 1%), "
-    "and (closed loop) it had a steady state; only evidence decides best, crossovers and recommendations",
+    "(closed loop) it had a steady state, and its client kept up (CPU within 90% of a core, lag p99 within "
+    "max_client_lag_share of the request lifetime, default 2%, or 5 ms); only evidence decides best, crossovers "
+    "and recommendations",
     "itl_ms": "per token: each gap between content chunks split evenly over the tokens of the later chunk; "
     "token-weighted inverted-CDF percentiles; the first chunk's tokens belong to the TTFT",
     "chunk_gap_ms": "raw time between consecutive content chunks of a request (burstiness, not per token)",
@@ -300,7 +306,8 @@ def decisions_json(data: RunData) -> dict[str, Any]:
             }
             for b in best_per_concurrency(data.complete_evidence())
         ],
-        "drift_control": "interleave" if interleaved(data) else "off",
+        "drift_control": drift_control(data),
+        "drift_reference": reference_facts(data),
         "drift": [{**asdict(d), "size": d.size, "beyond_noise": d.beyond_noise} for d in level_drifts(data)],
         "crossovers": [
             {

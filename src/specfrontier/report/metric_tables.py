@@ -103,6 +103,42 @@ def steady_table(data: RunData) -> Table | None:
     )
 
 
+def cell_length_table(data: RunData) -> Table | None:
+    """Closed loop, per cell: how long it ran (its window) and how long it kept sending, and why (the
+    sizing stored with each repeat, `runs.pacing.CellSize`); None for a run stored without it, or open loop."""
+    if data.open_loop or not any(f.get("sized_by") for c in data.cells for f in c.load):
+        return None
+    rows = []
+    for c in _cells_in_order(data):
+        sized = [f for f in c.load if f.get("sized_by")]
+        last = sized[-1] if sized else {}
+        window = OverRepeats.of([f.get("window_s") for f in sized])
+        spread = f" ({window.low:.1f}-{window.high:.1f})" if window.n > 1 and window.low != window.high else ""
+        send = last.get("send_s")
+        rows.append(
+            [
+                str(c.level),
+                c.setting,
+                f"{_v(window)}{spread}",
+                "-" if not isinstance(send, int | float) else f"{send:.1f}",
+                str(last.get("sized_by", "-")),
+            ]
+        )
+    return Table(
+        "How long each cell ran",
+        [data.level_header, "setting", "window s", "sent for s", "why (last repeat)"],
+        rows,
+        [
+            "window = first send to last end, median over repeats (lowest-highest); sent for = how long the cell "
+            "kept sending whole passes over the prompts (server seconds; at least rounds x C requests in any "
+            "case; '-': the request count alone); why = how that length was chosen for the cell's last repeat: "
+            "with cell_lifetimes (tune) / --cell-lifetimes (bench) a number of measured request lifetimes, so "
+            "every level has the 4 lifetimes of steady state the evidence rule asks for (the first cells of a "
+            "run are sized from the warmup, and in tune the first request). docs/metrics.md.",
+        ],
+    )
+
+
 def goodput_table(data: RunData) -> Table | None:
     """Per cell under the report's SLOs: goodput (req/s, tok/s), good fraction, each SLO's percentile."""
     if not data.slos:

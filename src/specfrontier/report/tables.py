@@ -28,7 +28,13 @@ from specfrontier.analysis.schedule_check import LOSES, schedule_summary_lines, 
 from specfrontier.analysis.summary import failed_over_bound, percent
 from specfrontier.load.health import CPU_LIMIT, LAG_P99_LIMIT_MS
 from specfrontier.metrics.specs import CELL_METRICS
-from specfrontier.report.metric_tables import acceptance_flag_lines, goodput_table, latency_table, steady_table
+from specfrontier.report.metric_tables import (
+    acceptance_flag_lines,
+    cell_length_table,
+    goodput_table,
+    latency_table,
+    steady_table,
+)
 from specfrontier.report.table_model import Table
 from specfrontier.store import ENGINE_WARNINGS_KEY
 
@@ -43,9 +49,9 @@ SPREAD_NOTE = (
 
 CLIENT_SATURATED_NOTE = (
     "'c' marks a cell whose client was saturated in some repeat (event-loop lag p99 > "
-    f"{LAG_P99_LIMIT_MS:g} ms or client CPU > {CPU_LIMIT:.0%} of a core): the client, not the server, "
-    "may have set its figures, so it is not "
-    "trusted as evidence (see the flags)."
+    f"{LAG_P99_LIMIT_MS:g} ms or client CPU > {CPU_LIMIT:.0%} of a core): its TTFT and ITL may carry the client's "
+    "lag; where the lag also exceeded max_client_lag_share of the request lifetime, or the CPU the limit, the "
+    "client could not keep up (the server saw fewer than C) and the cell is not evidence (see the flags)."
 )
 
 
@@ -113,9 +119,12 @@ def evidence_table(data: RunData) -> Table:
         rows,
         [
             "yes = the cell is evidence: all the repeats the run asked for are stored, its setting's server did "
-            f"not fail, at most {percent(data.max_failed_share)} of its requests failed (max_failed_share), and "
-            "(closed loop) it had a steady state. Only evidence decides the best setting per level, the crossovers and "
-            "the recommendations; the other cells are shown but left out (see the flags)."
+            f"not fail, at most {percent(data.max_failed_share)} of its requests failed (max_failed_share), "
+            "(closed loop) it had a steady state, and its client kept up (lag p99 within "
+            f"{percent(data.max_client_lag_share)} of the request lifetime (max_client_lag_share) or "
+            f"{LAG_P99_LIMIT_MS:g} ms, CPU within {CPU_LIMIT:.0%}: "
+            "else the server saw fewer than C). Only evidence decides the best setting per level, the "
+            "crossovers and the recommendations; the other cells are shown but left out (see the flags)."
         ],
     )
 
@@ -135,7 +144,10 @@ def speedup_table(data: RunData) -> Table | None:
         f"Speedup vs baseline ({data.baseline})",
         [data.level_header, *names],
         rows,
-        ["aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians)."],
+        [
+            "aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians); "
+            "'-': either cell missing or not evidence."
+        ],
     )
 
 
@@ -217,7 +229,8 @@ def best_table(data: RunData) -> Table:
             "beyond spread = the two bootstrap 95% intervals of the median do not overlap and the margin is over "
             "1% (else a tie; the recommendation then takes the cheapest tied setting). Evidence only (see "
             "'Evidence per cell'): cells missing repeats, settings whose server failed, cells with more failed "
-            "requests than max_failed_share and closed-loop cells without a steady state are left out."
+            "requests than max_failed_share, closed-loop cells without a steady state and cells whose client could "
+            "not keep up are left out."
         ],
     )
 
@@ -271,7 +284,7 @@ def flag_lines(data: RunData) -> list[str]:
             rel = c.aggregate_tok_s.relative_mad or 0.0
             lines.append(f"{c.setting} {at}: noisy (aggregate tok/s MAD over repeats {rel:.0%} of the median)")
         lines += _open_loop_flags(c, at)
-        lines += client_flag_lines(c, at)
+        lines += client_flag_lines(data, c, at)
         if c.client_limited:
             lines.append(
                 f"{c.setting} C={c.concurrency}: achieved concurrency {c.achieved_concurrency.median:.2f} "
@@ -317,13 +330,20 @@ def _open_loop_flags(c: CellSummary, at: str) -> list[str]:
     return lines
 
 
-def client_flag_lines(c: CellSummary, at: str) -> list[str]:
-    """A cell whose client was saturated: which repeats and why (lag or CPU over the limits)."""
+def client_flag_lines(data: RunData, c: CellSummary, at: str) -> list[str]:
+    """A cell whose client was saturated: which repeats and why (lag or CPU over the limits), and whether it
+    still kept up (`RunData.client_keep_up`: else the cell is not evidence) with the fix."""
     lines = []
     for repeat, h in enumerate(c.client_health):
         if h.get("saturated"):
             why = "; ".join(h.get("reasons") or []) or "over the client limits"
-            lines.append(f"{c.setting} {at} repeat {repeat + 1}: client saturated ({why}): figures not trusted")
+            lines.append(f"{c.setting} {at} repeat {repeat + 1}: client saturated ({why}): TTFT and ITL may carry it")
+    if (lagged := data.client_keep_up(c)) is not None:
+        lines.append(
+            f"{c.setting} {at}: the client could not keep up ({lagged}): the server saw fewer than "
+            f"{c.concurrency} requests, not evidence; fix: fewer processes competing with the client for CPU, "
+            "or more client processes (client_workers / --client-workers)"
+        )
     return lines
 
 
@@ -394,6 +414,9 @@ def all_tables(data: RunData) -> list[Table]:
     steady = steady_table(data)
     if steady is not None:
         tables.append(steady)
+    length = cell_length_table(data)
+    if length is not None:
+        tables.append(length)
     tables.append(latency_table(data))
     goodput = goodput_table(data)
     if goodput is not None:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 
 from specfrontier.analysis import RunData
-from specfrontier.analysis.drift import drift_lines, interleaved
+from specfrontier.analysis.drift import drift_control, drift_lines
 from specfrontier.commands import bench_again_command, resume_command
 from specfrontier.metrics.timeslices import SPIKE_FACTOR
 from specfrontier.report.bias import best_change_lines, workload_tables
@@ -78,6 +78,8 @@ def print_report(data: RunData, console: Console) -> None:
         console.print(f"[bold yellow]{escape(SIMULATED_NOTE)}[/bold yellow]")
     if isinstance(env.get("output_tokens"), str):  # bench on a server without `usage` (runs.bench)
         console.print(f"[yellow]{escape(env['output_tokens'])}[/yellow]")
+    if isinstance(env.get("settings_source"), str):  # a space:, or no settings: the engine's own (runs.sweep)
+        console.print(escape(env["settings_source"]), soft_wrap=True)
     for change in resume_change_lines(env):
         console.print(f"[yellow]{escape(change)}[/yellow]")
     for line in engine_warning_lines(env):
@@ -129,7 +131,10 @@ def _print_view(data: RunData, console: Console) -> None:
             console.print(f"  {escape(line)}")
     drift = drift_lines(data)
     if drift:
-        how = " (each setting's first repeat vs its last; a smaller difference is no win)" if interleaved(data) else ""
+        how = {
+            "interleave": " (each setting's first repeat vs its last; a smaller difference is no win)",
+            "reference": " (the first setting's end-of-run reference vs its start; a smaller difference is no win)",
+        }.get(drift_control(data), "")
         console.print(f"[bold]Drift[/bold]{how}")
         for line in drift:
             console.print(f"  {escape(line)}")

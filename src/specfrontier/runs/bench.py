@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 import specfrontier
+from specfrontier.config.common import DEFAULT_CELL_LIFETIMES
 from specfrontier.config.limits import MAX_CLIENT_WORKERS, MAX_CONCURRENCY, MAX_RATE, MAX_REQUEST_TIMEOUT_S
 from specfrontier.engines.base import Capacity, EngineAdapter
 from specfrontier.engines.registry import specs
@@ -37,6 +38,7 @@ from specfrontier.load.workers import (
 )
 from specfrontier.records import Prompt, RequestSpecStats, Sampling, SpecCounters
 from specfrontier.runs.cell import CellLoad, measure_cell, require_evidence
+from specfrontier.runs.pacing import CellSizer
 from specfrontier.runs.running import watch_running
 from specfrontier.store import Store
 from specfrontier.workloads import load_prompts
@@ -112,8 +114,14 @@ class BenchOptions:
     repeats: int = 3
     rounds_per_cell: int = 2
     cell_duration_s: float | None = None
-    """Closed loop: the shortest window (seconds); sending goes on in whole passes until then."""
+    """Closed loop: with `cell_lifetimes`, the longest a cell sends (seconds); alone, how long every cell
+    sends (whole passes go on until then)."""
+    cell_lifetimes: float | None = None
+    """Closed loop: send for this many request lifetimes (C = 1: half as many), as `tune` sizes its cells
+    (`runs.pacing.CellSizer`); None: DEFAULT_CELL_LIFETIMES unless `--cell-duration` is given alone."""
     warmup_rounds: int = 1
+    max_client_lag_share: float | None = None
+    """The evidence rule's bound on the client's lag (`--max-client-lag-share`; None: the default, as tune's)."""
     request_timeout_s: float = 300.0
     max_consecutive_timeouts: int = 3
     """Requests in a row that may time out before the server is taken as stalled and the run stops."""
@@ -127,6 +135,14 @@ class BenchOptions:
     @property
     def open_loop(self) -> bool:
         return bool(self.rates)
+
+    @property
+    def lifetimes(self) -> float | None:
+        """How many request lifetimes a closed-loop cell sends for: `--cell-lifetimes`, else tune's default
+        (DEFAULT_CELL_LIFETIMES) unless `--cell-duration` alone fixes the length (None)."""
+        if self.cell_lifetimes is not None or self.cell_duration_s is not None:
+            return self.cell_lifetimes
+        return DEFAULT_CELL_LIFETIMES
 
     def validate(self) -> BenchOptions:
         """Check every option (ConfigError naming it and the fix); returns self with the server root set."""
@@ -154,7 +170,18 @@ class BenchOptions:
                 f"--cell-duration = {self.cell_duration_s}",
                 "must be > 0",
             ),
+            (
+                self.cell_lifetimes is None or 4 <= self.cell_lifetimes <= 1000,
+                f"--cell-lifetimes = {self.cell_lifetimes}",
+                "must be 4..1000 (a steady span needs 4 request lifetimes; tune's limit too)",
+            ),
             (self.warmup_rounds >= 0, f"--warmup-rounds = {self.warmup_rounds}", "must be >= 0"),
+            (
+                self.max_client_lag_share is None
+                or (math.isfinite(self.max_client_lag_share) and 0 < self.max_client_lag_share <= 10),
+                f"--max-client-lag-share = {self.max_client_lag_share}",
+                "must be above 0 and at most 10 (a share of the request lifetime)",
+            ),
             (
                 math.isfinite(self.request_timeout_s) and 0 < self.request_timeout_s <= MAX_REQUEST_TIMEOUT_S,
                 f"--request-timeout = {self.request_timeout_s:g}",
@@ -334,6 +361,8 @@ class Bench:
         self.sampling = Sampling(temperature=options.temperature, ignore_eos=options.ignore_eos)
         self.setting = f"{facts.engine}@{urlsplit(options.root).netloc}"
         self.on_cell_done: Any = None
+        self.sizer = CellSizer(options.lifetimes, options.cell_duration_s, cap_name="--cell-duration")
+        """Each closed-loop cell's length from the measured request lifetime, as `tune` sizes its cells."""
 
     def warmup_concurrency(self, top: int) -> int:
         """The warm-up's concurrency: the top level, or, where the server's capacity is only an upper bound
@@ -362,7 +391,9 @@ class Bench:
                 "repeats": o.repeats,
                 "rounds_per_cell": o.rounds_per_cell,
                 "cell_duration_s": o.cell_duration_s,
+                "cell_lifetimes": o.lifetimes,
                 "warmup_rounds": o.warmup_rounds,
+                "max_client_lag_share": o.max_client_lag_share,
                 "request_timeout_s": o.request_timeout_s,
                 "workload": {"prompts": o.prompts, "api": o.api, "max_tokens": o.max_tokens},
             }
@@ -417,6 +448,7 @@ class Bench:
                     client, self.prompts, self.sampling, concurrency=offered, num_requests=o.warmup_rounds * offered
                 )
             require_evidence(warm, "the warmup")
+            self.sizer.warmed_up(warm, offered)  # the first cells' lifetime: the top level's, an upper bound
             if client.chunk_counted:  # the server ignores include_usage: say so once, in the run's record
                 self.store.merge_environment(run_id, TOKENS_NOTE_KEY, tokens_from_chunks_note(o.root))
             # Whether the server speculates is known only from what it reports: drafted tokens in warmup.
@@ -457,10 +489,12 @@ class Bench:
         workload = ResolvedWorkload(
             o.workload_label(), tuple(self.prompts), self.sampling, greedy=self.sampling.temperature == 0.0
         )
+        load = self.sizer.sized(self.load, self.setting, workload.key, level)
         measured = await measure_cell(
-            client, workload, level, self.load, read_counters=read_counters, counters_source=METRICS_SOURCE
+            client, workload, level, load, read_counters=read_counters, counters_source=METRICS_SOURCE
         )
         done = measured.store(self.store, run_id, self.setting, workload.key, repeat)
+        self.sizer.cell_done(done)
         if self.on_cell_done is not None:
             self.on_cell_done(done)
 

@@ -36,6 +36,7 @@ from specfrontier.metrics.digest import try_digest
 from specfrontier.metrics.window import CellMetrics, cell_metrics
 from specfrontier.records import RequestRecord, SpecCounters
 from specfrontier.store import Store
+from specfrontier.units import ns_to_s
 from specfrontier.workloads.resolve import ResolvedWorkload
 
 
@@ -67,6 +68,9 @@ class CellLoad:
     max_in_flight: int | None = None
     cell_duration_s: float | None = None
     """Closed loop: the shortest window (server seconds); sending goes on in whole passes until then."""
+    sized_by: str | None = None
+    """Closed loop: why the cell sends that long, in words (`runs.pacing.CellSize`); stored with the cell
+    beside `send_s` (its load facts) so the report can say how long each cell ran and why."""
 
     @classmethod
     def of(
@@ -180,6 +184,8 @@ async def measure_cell(
                 run_sessions(client, workload.sessions, workload.sampling, concurrency=concurrency, passes=passes),
             )
         else:
+            if load.sized_by is not None:
+                facts = {"send_s": load.cell_duration_s, "sized_by": load.sized_by}
             records, health = await measure_closed_loop(
                 client,
                 prompts,
@@ -190,6 +196,8 @@ async def measure_cell(
                 min_duration_s=load.cell_duration_s / time_scale if load.cell_duration_s else None,
             )
     records = to_server_time(records, time_scale)
+    if rate is None and facts is not None and records:  # how long the closed loop ran: its window, server time
+        facts["window_s"] = ns_to_s(max(r.end_ns for r in records) - min(r.send_ns for r in records))
     if facts is not None and time_scale != 1.0 and facts.get("measured_span_tok_s") is not None:
         facts |= {  # into the server's seconds, like the records
             "measured_span_tok_s": facts["measured_span_tok_s"] / time_scale,

@@ -39,7 +39,7 @@ from specfrontier.engines.registry import engine_names, vocabulary
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.cells import setting_params
 from specfrontier.store import ImportedCellRow, Store
-from specfrontier.textfiles import read_text_utf8
+from specfrontier.textfiles import MAX_DATA_BYTES, load_json, read_text_utf8
 
 PARAM_KEYS = (*vocabulary().table_keys, "max_running_requests")
 """Setting parameters a row may carry, as the registered engines spell them (and the model's own names)."""
@@ -410,7 +410,7 @@ def _seed_metadata(data: dict[str, Any]) -> dict[str, Any]:
 def load_table(path: Path, *, engine: str | None = None) -> ImportTable:
     """Read and validate an import file (CSV by extension, else JSON)."""
     source = str(path)
-    text = read_text_utf8(path, "import: path")
+    text = read_text_utf8(path, "import: path", max_bytes=MAX_DATA_BYTES, too_big_fix="split the table")
     default_engine = _engine(engine, f"{source}: --engine") if engine else None
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(text.splitlines())
@@ -422,7 +422,7 @@ def load_table(path: Path, *, engine: str | None = None) -> ImportTable:
         rows: list[Mapping[str, Any]] = [dict(r) for r in reader]
         return parse_rows(rows, source, engine=default_engine)
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise _fail(
             source, f"not valid JSON ({exc.msg}, line {exc.lineno})", "correct the JSON, or name a .csv"

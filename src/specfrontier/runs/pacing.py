@@ -5,7 +5,10 @@
   setting alike and shows as drift (`analysis.drift`) instead of as a difference between settings. It
   costs one launch, first request and warmup per setting and repeat beyond the first (llama.cpp with the
   embedded model: about 2-4 s each). `auto` interleaves where the engine's relaunch is cheap
-  (`EngineAdapter.cheap_relaunch`) and the config allows it (`config.common.interleave_refused`).
+  (`EngineAdapter.cheap_relaunch`) and the config allows it (`config.common.interleave_refused`); where
+  it is not (a GPU engine: minutes per launch), `reference` measures every setting on its one launch and
+  then the first setting once more at the end, at every level, on one more launch: its change from its
+  own start is the run's drift, at the cost of one launch (`config.common.reference_refused`).
 - **Size** (`CellSizer`): with `cell_lifetimes`, a closed-loop cell sends for that many request
   lifetimes instead of a fixed time (C = 1: half as many, it has no ramp to cover: its steady span is
   the whole window): the median E2E of the last cell of the same setting and level, else
@@ -21,24 +24,28 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specfrontier.analysis.decisions import recommend
 from specfrontier.analysis.sequential import open_levels
 from specfrontier.analysis.summary import load_run
 from specfrontier.config import TuneConfig
-from specfrontier.config.common import interleave_refused
+from specfrontier.config.common import interleave_refused, reference_refused
 from specfrontier.engines import EngineAdapter
 from specfrontier.errors import ConfigError
 from specfrontier.records import RequestRecord
-from specfrontier.runs.cell import CellDone
+from specfrontier.runs.cell import CellDone, CellLoad
 from specfrontier.store import Store
 
 
 def drift_mode(config: TuneConfig, adapter: EngineAdapter[Any]) -> str:
-    """'interleave' or 'off': what `drift_control` means for this config and engine (module docstring)."""
+    """'interleave', 'reference' or 'off': what `drift_control` means for this config and engine (module
+    docstring)."""
     if config.drift_control == "auto":
-        return "interleave" if adapter.cheap_relaunch and interleave_refused(config) is None else "off"
+        if adapter.cheap_relaunch and interleave_refused(config) is None:
+            return "interleave"
+        return "reference" if reference_refused(config) is None else "off"
     return config.drift_control
 
 
@@ -47,8 +54,9 @@ def check_min_repeats(config: TuneConfig, mode: str) -> None:
     relaunch is not cheap, or a config that cannot interleave): the rule compares settings round by round."""
     if config.min_repeats is None or mode == "interleave":
         return
-    why = (
-        interleave_refused(config) or "this engine's relaunch is not cheap, so drift_control: auto does not interleave"
+    why = interleave_refused(config) or (
+        "this engine's relaunch is not cheap, so drift_control: auto does not interleave (it measures an "
+        "end-of-run reference instead)"
     )
     raise ConfigError(
         f"min_repeats = {config.min_repeats}: the sequential rule needs settings measured repeat by repeat, but "
@@ -61,11 +69,25 @@ def _median_e2e_s(records: Sequence[RequestRecord]) -> float | None:
     return statistics.median(ends) if ends else None
 
 
-class CellSizer:
-    """Each closed-loop cell's sending time from measured request lifetimes (`cell_lifetimes`)."""
+@dataclass(frozen=True, slots=True)
+class CellSize:
+    """How long a closed-loop cell sends (server seconds; None: its request count alone) and why, in words:
+    stored with the cell (`facts`), so the report can say how long each cell ran and why."""
 
-    def __init__(self, lifetimes: float | None, cap_s: float | None) -> None:
-        self.lifetimes, self.cap_s = lifetimes, cap_s
+    duration_s: float | None
+    why: str
+
+    def facts(self) -> dict[str, Any]:
+        """The cell's stored load facts (`cell.load_json`): `send_s` and `sized_by`."""
+        return {"send_s": self.duration_s, "sized_by": self.why}
+
+
+class CellSizer:
+    """Each closed-loop cell's sending time from measured request lifetimes (`cell_lifetimes`); shared by
+    `tune` (`runs.sweep`) and `bench --url` (`runs.bench`)."""
+
+    def __init__(self, lifetimes: float | None, cap_s: float | None, *, cap_name: str = "cell_duration_s") -> None:
+        self.lifetimes, self.cap_s, self.cap_name = lifetimes, cap_s, cap_name
         self._launch_s: float | None = None
         self._first_s: float | None = None
         self._top: float = 1.0
@@ -96,14 +118,43 @@ class CellSizer:
 
     def duration_s(self, setting: str, workload: str, level: float) -> float | None:
         """Seconds (server time) the cell sends for; None: the config's cell_duration_s alone."""
+        return self.size(setting, workload, level).duration_s
+
+    def _lifetime(self, setting: str, workload: str, level: float) -> tuple[float, str] | None:
+        """The lifetime a cell is sized from, and where it was read (module docstring)."""
+        if (found := self._by_cell.get((setting, workload, level))) is not None:
+            return found, "the median E2E of this setting's last cell at this level"
+        if (found := self._by_level.get((workload, level))) is not None:
+            return found, "the median E2E of the last cell at this level"
+        found = self._launch_lifetime(level)
+        if found is None:
+            return None
+        if self._first_s is None or self._top <= 1:
+            return found, f"the median E2E of the warmup at C={self._top:g}"
+        return found, f"interpolated from the first request (C=1) to the warmup at C={self._top:g}"
+
+    def sized(self, load: CellLoad, setting: str, workload: str, level: float) -> CellLoad:
+        """`load` for the cell of `setting` at `level`: a closed loop sends for its `size` and says why; an
+        open loop is left as it is (its schedule sets its length)."""
+        if load.mode != "closed":
+            return load
+        size = self.size(setting, workload, level)
+        return replace(load, cell_duration_s=size.duration_s, sized_by=size.why)
+
+    def size(self, setting: str, workload: str, level: float) -> CellSize:
+        """How long the cell of `setting` at `level` sends, and why (module docstring)."""
+        fixed = f"{self.cap_name} = {self.cap_s:g} s" if self.cap_s is not None else "the request count alone"
         if self.lifetimes is None:
-            return self.cap_s
-        lifetime = self._by_cell.get((setting, workload, level)) or self._by_level.get((workload, level))
-        lifetime = lifetime or self._launch_lifetime(level)
-        if lifetime is None:
-            return self.cap_s
-        sized = (self.lifetimes if level > 1 else self.lifetimes / 2) * lifetime
-        return min(sized, self.cap_s) if self.cap_s is not None else sized
+            return CellSize(self.cap_s, fixed)
+        found = self._lifetime(setting, workload, level)
+        if found is None:
+            return CellSize(self.cap_s, f"{fixed} (no request lifetime measured yet)")
+        lifetime, source = found
+        count = self.lifetimes if level > 1 else self.lifetimes / 2
+        sized, why = count * lifetime, f"{count:g} request lifetimes of {lifetime:.2f} s ({source})"
+        if self.cap_s is not None and sized > self.cap_s:
+            return CellSize(self.cap_s, f"{why}, capped by {self.cap_name} = {self.cap_s:g} s")
+        return CellSize(sized, why)
 
 
 def open_levels_after(store: Store, run_id: str, config: TuneConfig, rounds: int) -> list[float] | None:
@@ -127,4 +178,4 @@ def provisional_answer(store: Store, run_id: str) -> list[str]:
     return lines
 
 
-__all__ = ["CellSizer", "check_min_repeats", "drift_mode", "open_levels_after", "provisional_answer"]
+__all__ = ["CellSize", "CellSizer", "check_min_repeats", "drift_mode", "open_levels_after", "provisional_answer"]

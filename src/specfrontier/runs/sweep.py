@@ -39,6 +39,7 @@ import contextlib
 import importlib
 import os
 import platform
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +61,7 @@ from specfrontier.errors import (
     PortTakenError,
     SpecFrontierError,
     StoreError,
+    StoreRefused,
 )
 from specfrontier.load import StreamingClient, run_closed_loop
 from specfrontier.process.launch import ServerProcess, describe_exit, free_port, tail_of
@@ -76,7 +78,13 @@ from specfrontier.runs.resume_config import config_changes, record_changes
 from specfrontier.runs.running import watch_running
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
-from specfrontier.store import ENGINE_WARNINGS_KEY, LAUNCH_ENVIRONMENT_KEY, Store
+from specfrontier.store import (
+    DRIFT_REFERENCE_KEY,
+    ENGINE_WARNINGS_KEY,
+    LAUNCH_ENVIRONMENT_KEY,
+    REFERENCE_REPEAT,
+    Store,
+)
 from specfrontier.textfiles import file_name_for
 from specfrontier.workloads import load_prompts
 from specfrontier.workloads.resolve import ResolvedWorkload, resolve_workload
@@ -163,6 +171,9 @@ class SweepEvents:
     """Interleaved runs, after each round from the second on: the recommendation the cells give so far."""
     on_cells_dropped: Callable[[int], None] | None = None
     """The sequential rule settled levels early: this many planned cells will not be measured."""
+    on_reference_start: Callable[[EngineSetting, int], None] | None = None
+    """The end-of-run drift reference (`drift_control: reference`) starts: the setting launched once more,
+    and the cells it adds to the plan."""
 
 
 def workload_label(config: TuneConfig) -> str:
@@ -189,6 +200,17 @@ def environment(adapter: EngineAdapter[Any]) -> dict[str, Any]:
         "time_scale": adapter.time_scale,
         "client_keep_alive": adapter.keep_alive,
     }
+
+
+SETTINGS_SOURCE_KEY = "settings_source"
+"""A run environment's line on where its settings came from when the config did not list them all (a
+`space:`, or none given: the engine's built-in ones), printed by `tune` and the report."""
+
+
+def settings_source(config: TuneConfig) -> dict[str, str]:
+    """The run environment's `settings_source` entry of a config, or nothing when it listed its settings."""
+    summary = config.settings_summary
+    return {SETTINGS_SOURCE_KEY: summary} if summary else {}
 
 
 class Sweep:
@@ -240,7 +262,7 @@ class Sweep:
         run_id = self.store.create_run(
             engine=self.adapter.name,
             config=self.config.model_dump(mode="json"),
-            environment=environment(self.adapter) | {"drift_control": self.drift_mode},
+            environment=environment(self.adapter) | {"drift_control": self.drift_mode} | settings_source(self.config),
         )
         if self.config.search.strategy == "grid":  # other strategies register what they choose
             register_settings(self.store, run_id, self.config.all_settings())
@@ -255,6 +277,8 @@ class Sweep:
         self._failed: list[tuple[str, str]] = []
         try:
             await self._measure_all(run_id, self.planner)
+            if self.drift_mode == "reference":
+                await self._measure_reference(run_id)
         except (asyncio.CancelledError, KeyboardInterrupt, StoreError):
             self._mark(run_id, "interrupted")  # a store that stopped taking writes interrupts the run: resumable
             raise
@@ -264,7 +288,8 @@ class Sweep:
         finally:
             with contextlib.suppress(SpecFrontierError):
                 self.store.release_run(run_id)
-        cells = len(self.store.done_cells(run_id)) + len(self.store.done_open_cells(run_id))
+        done = [*self.store.done_cells(run_id), *self.store.done_open_cells(run_id)]
+        cells = sum(1 for key in done if key[3] != REFERENCE_REPEAT)  # the drift reference is no cell of the sweep
         status = "done" if self._missing_count == 0 else ("incomplete" if cells else "failed")
         self.store.set_run_status(run_id, status)
         return RunOutcome(status, cells, self._missing_count, tuple(self._failed))
@@ -311,6 +336,21 @@ class Sweep:
             if repeat >= 1 and self.events.on_provisional:
                 self.events.on_provisional(provisional_answer(self.store, run_id))
 
+    async def _measure_reference(self, run_id: str) -> None:
+        """The end-of-run drift reference (`drift_control: reference`, `runs.pacing`): the first setting
+        whose cells are all stored, launched once more after every setting and measured at every level, one
+        repeat (`REFERENCE_REPEAT`). Nothing to compare with fewer than two settings measured; a reference
+        already stored (`--resume`) is not measured again."""
+        measured = [row for row in self.store.settings(run_id) if row.status == "done"]
+        if len(measured) < 2:
+            return
+        first = next((s for s in self.config.all_settings() if s.name == measured[0].name), None)
+        if first is None or not self._missing(run_id, first, repeats=(REFERENCE_REPEAT,)):
+            return
+        if self.events.on_reference_start:
+            self.events.on_reference_start(first, len(self._missing(run_id, first, repeats=(REFERENCE_REPEAT,))))
+        await self._run_setting(run_id, first, repeats=(REFERENCE_REPEAT,), reference=True)
+
     async def measure_setting(
         self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None
     ) -> tuple[int, list[tuple[str, str]]]:
@@ -345,13 +385,17 @@ class Sweep:
             return
         self.store.merge_environment_entry(run_id, ENGINE_WARNINGS_KEY, name, list(warnings))
 
-    def _missing(self, run_id: str, setting: EngineSetting) -> list[tuple[int, ResolvedWorkload, float]]:
-        """(repeat, workload, level) still to measure: level is C (closed loop) or the rate in req/s (open)."""
+    def _missing(
+        self, run_id: str, setting: EngineSetting, repeats: Sequence[int] | None = None
+    ) -> list[tuple[int, ResolvedWorkload, float]]:
+        """(repeat, workload, level) still to measure, of `repeats` (default: the config's): level is C
+        (closed loop) or the rate in req/s (open)."""
+        wanted = range(self.config.repeats) if repeats is None else repeats
         if self.config.load.mode == "open":
             done_open = self.store.done_open_cells(run_id)
             return [
                 (repeat, wl, rate)
-                for repeat in range(self.config.repeats)
+                for repeat in wanted
                 for wl in self.workloads
                 for rate in self.config.load.rates
                 if (setting.name, wl.key, rate, repeat) not in done_open
@@ -359,7 +403,7 @@ class Sweep:
         done = self.store.done_cells(run_id)
         return [
             (repeat, wl, c)
-            for repeat in range(self.config.repeats)
+            for repeat in wanted
             for wl in self.workloads
             for c in self.config.concurrency
             if (setting.name, wl.key, c, repeat) not in done
@@ -371,32 +415,30 @@ class Sweep:
         setting: EngineSetting,
         levels: Sequence[float] | None = None,
         repeats: Sequence[int] | None = None,
+        *,
+        reference: bool = False,
     ) -> None:
         """Every missing cell of `setting` (only at `levels` when the search asks for a subset, only of
-        `repeats` in an interleaved round)."""
-        todo = [
-            t
-            for t in self._missing(run_id, setting)
-            if (levels is None or t[2] in levels) and (repeats is None or t[0] in repeats)
-        ]
+        `repeats` in an interleaved round). `reference`: the end-of-run drift reference (`_measure_reference`),
+        launched, warmed up and measured the same way, but the setting's row keeps what its own launch
+        recorded (command, log, startup, capacity, first request, status), and a failure costs the drift
+        measurement, not the setting: it is recorded with the reference (`DRIFT_REFERENCE_KEY`)."""
+        todo = [t for t in self._missing(run_id, setting, repeats) if levels is None or t[2] in levels]
         if not todo:
             return
-        log_path = self.log_dir / run_id / file_name_for(setting.name, ".log")
+        log_path = (
+            self.log_dir / run_id / file_name_for(f"{setting.name}.reference" if reference else setting.name, ".log")
+        )
         server: ServerProcess | None = None
         stored = 0
+        began, startup, error = time.monotonic(), None, None
         try:
-            server, base_url, startup_s = await self._launch(run_id, setting, log_path)
+            server, base_url, startup_s = await self._launch(run_id, setting, log_path, record=not reference)
+            startup = startup_s
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
                 capacity = await self.adapter.capacity(session, base_url, setting)
-                self.store.update_setting(
-                    run_id,
-                    setting.name,
-                    startup_s=startup_s,
-                    capacity=capacity.max_running_requests,
-                    capacity_source=capacity.source,
-                    context_tokens=capacity.context_tokens,
-                )
-                self._record_engine_warnings(run_id, setting.name, log_path)
+                if not reference:
+                    self._record_ready(run_id, setting.name, startup_s, capacity, log_path)
                 if self.events.on_setting_ready:
                     self.events.on_setting_ready(setting, startup_s, capacity)
                 async with StreamingClient(
@@ -407,7 +449,7 @@ class Sweep:
                     keep_alive=self.adapter.keep_alive,
                     max_consecutive_timeouts=self.config.max_consecutive_timeouts,
                 ) as client:
-                    await self._first_request(run_id, setting, client)
+                    await self._first_request(run_id, setting, client, record=not reference)
                     top = max(self.config.concurrency)
                     async with watch_running(self.adapter.running_now, session, base_url) as peak:
                         for wl in self.workloads:  # unmeasured: first-request costs, allocator and cache warm-up
@@ -421,7 +463,7 @@ class Sweep:
                             require_evidence(warm, f"warmup of {wl.key}")
                             self.sizer.warmed_up(to_server_time(warm, self.adapter.time_scale), top)
                     observed = peak.describe(capacity, top)
-                    if observed != capacity:
+                    if observed != capacity and not reference:
                         self.store.update_setting(
                             run_id,
                             setting.name,
@@ -431,36 +473,69 @@ class Sweep:
                     for repeat, wl, level in todo:
                         await self._run_cell(run_id, setting, server, session, client, level, repeat, wl)
                         stored += 1
-            self.store.update_setting(run_id, setting.name, status="done")
+            if not reference:
+                self.store.update_setting(run_id, setting.name, status="done")
         except EngineError as exc:
-            tail = exc.log_tail if isinstance(exc, EngineStartError) and exc.log_tail else tail_of(log_path)
-            self.store.update_setting(run_id, setting.name, status="failed", error=str(exc), log_tail=tail)
-            self._missing_count += len(todo) - stored
-            self._failed.append((setting.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
-            if self.events.on_setting_failed:
-                self.events.on_setting_failed(setting, str(exc))
+            if reference:  # the drift goes unmeasured; the setting's own cells stand
+                error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            else:
+                self._setting_failed(run_id, setting, exc, log_path, missing=len(todo) - stored)
         finally:
             if server is not None:
                 server.stop()
+        if reference:
+            facts = {"setting": setting.name, "startup_s": startup, "seconds": time.monotonic() - began}
+            self.store.merge_environment(run_id, DRIFT_REFERENCE_KEY, facts | {"cells": stored, "error": error})
+            if error is not None and self.events.on_setting_failed:
+                self.events.on_setting_failed(setting, f"end-of-run drift reference: {error}")
 
-    async def _launch(self, run_id: str, setting: EngineSetting, log_path: Path) -> tuple[ServerProcess, str, float]:
+    def _record_ready(self, run_id: str, name: str, startup_s: float, capacity: Capacity, log_path: Path) -> None:
+        """What a setting's own launch records once its server is ready: startup, capacity, engine warnings."""
+        self.store.update_setting(
+            run_id,
+            name,
+            startup_s=startup_s,
+            capacity=capacity.max_running_requests,
+            capacity_source=capacity.source,
+            context_tokens=capacity.context_tokens,
+        )
+        self._record_engine_warnings(run_id, name, log_path)
+
+    def _setting_failed(
+        self, run_id: str, setting: EngineSetting, exc: EngineError, log_path: Path, *, missing: int
+    ) -> None:
+        """Record a setting whose server failed (with its log tail); its `missing` cells stay missing."""
+        tail = exc.log_tail if isinstance(exc, EngineStartError) and exc.log_tail else tail_of(log_path)
+        self.store.update_setting(run_id, setting.name, status="failed", error=str(exc), log_tail=tail)
+        self._missing_count += missing
+        self._failed.append((setting.name, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
+        if self.events.on_setting_failed:
+            self.events.on_setting_failed(setting, str(exc))
+
+    async def _launch(
+        self, run_id: str, setting: EngineSetting, log_path: Path, *, record: bool = True
+    ) -> tuple[ServerProcess, str, float]:
         """Start the setting's server on a free port and wait until it is ready and proven ours; a port
-        another program took first costs one more launch on a new port, not the setting."""
+        another program took first costs one more launch on a new port, not the setting. `record`: store
+        the launch (status, command, log, variables) with the setting (not for the drift reference)."""
         self.adapter.files_dir = log_path.parent  # files the command reads outlive the run, as its log does
         for attempt in range(1, PORT_ATTEMPTS + 1):
             port = free_port()
             argv = self.adapter.command(setting, port=port, max_concurrency=self._server_slots())
-            self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
+            env = self.adapter.environment()
+            if record:
+                self.store.update_setting(run_id, setting.name, status="running", command=argv, log_path=str(log_path))
+                self._record_launch_environment(run_id, setting.name, env)
             if self.events.on_setting_start:
                 self.events.on_setting_start(setting, argv)
-            env = self.adapter.environment()
-            self._record_launch_environment(run_id, setting.name, env)
             server = ServerProcess(argv, log_path, extra_env=env)
             base_url = f"http://127.0.0.1:{port}"
             try:
                 server.start()
                 startup_s = await server.wait_ready(
-                    base_url + self.adapter.health_path, timeout_s=self.adapter.startup_timeout_s
+                    base_url + self.adapter.health_path,
+                    timeout_s=self.adapter.startup_timeout_s,
+                    probe_timeout_s=self.adapter.health_timeout_s,
                 )
             except PortTakenError as exc:
                 server.stop()
@@ -483,11 +558,14 @@ class Sweep:
             return load.max_in_flight
         return max(self.config.concurrency)
 
-    async def _first_request(self, run_id: str, setting: EngineSetting, client: StreamingClient) -> None:
-        """Cold start: the very first request on the fresh server (before warmup), stored with the setting."""
+    async def _first_request(
+        self, run_id: str, setting: EngineSetting, client: StreamingClient, *, record: bool = True
+    ) -> None:
+        """Cold start: the very first request on the fresh server (before warmup), stored with the setting
+        (`record`; the drift reference sends it too, so its launch is measured as the setting's was)."""
         (first,) = to_server_time([await client.send(self.prompts[0], self.sampling)], self.adapter.time_scale)
         self.sizer.first_request(first)
-        if first.ok and first.first_token_ns is not None:
+        if record and first.ok and first.first_token_ns is not None:
             self.store.update_setting(
                 run_id,
                 setting.name,
@@ -520,16 +598,15 @@ class Sweep:
                     log_path=server.log_path,
                     log_tail=tail_of(server.log_path),
                 )
-            if wait_s and not await answers_health(session, client.base_url + self.adapter.health_path):
+            health_url = client.base_url + self.adapter.health_path
+            if wait_s and not await answers_health(session, health_url, self.adapter.health_timeout_s):
                 raise EngineStalled(  # requests lost their connection and it is still going down
                     f"server stopped answering during the cell {where}: requests lost their connection and its "
                     f"health check fails, though it had not exited {wait_s:g} s later; nothing of the cell is "
                     f"stored; fix: see the server log ({server.log_path})"
                 )
 
-        load = cell_load(self.config)
-        if load.mode == "closed":
-            load = replace(load, cell_duration_s=self.sizer.duration_s(setting.name, wl.key, level))
+        load = self.sizer.sized(cell_load(self.config), setting.name, wl.key, level)
         measured = await measure_cell(
             client,
             wl,
@@ -546,15 +623,11 @@ class Sweep:
             self.events.on_cell_done(done)
 
 
-HEALTH_PROBE_S = 5.0
-"""Longest wait for one health answer after a window that lost connections."""
-
-
-async def answers_health(session: aiohttp.ClientSession, url: str) -> bool:
+async def answers_health(session: aiohttp.ClientSession, url: str, timeout_s: float) -> bool:
     """Whether the server answers its health URL with 200 now (after a window in which requests lost their
     connection: a server that does not is going down, even if its process has not exited yet)."""
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=HEALTH_PROBE_S)) as resp:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             return resp.status == 200
     except (aiohttp.ClientError, OSError, TimeoutError):
         return False
@@ -648,13 +721,13 @@ def open_sweep(
     if resume is not None:
         path = store_path or (config.store if config else Path("specfrontier.db"))
         if not path.exists():
-            raise StoreError(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
+            raise StoreRefused(f"--store = {str(path)!r}: no such store; fix: pass the --store the run was written to")
         store = Store(path)
         row = store.run(resume)
         if "bench" in row.config:
-            raise StoreError(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
+            raise StoreRefused(f"run = {resume!r}: a `bench` run; fix: run `specfrontier bench` again (no resume)")
         if row.status == "done":
-            raise StoreError(f"run = {resume!r}: already complete; fix: run `{report_command(resume, path)}`")
+            raise StoreRefused(f"run = {resume!r}: already complete; fix: run `{report_command(resume, path)}`")
         stored = parse_config(row.config, source=f"run {resume} config", stored=True)
         given = stored if config is None else config.model_copy(update={"store": path})
         changed = [] if config is None else config_changes(stored, given, "--config", resume)
@@ -678,6 +751,7 @@ def open_sweep(
 
 
 __all__ = [
+    "SETTINGS_SOURCE_KEY",
     "RunOutcome",
     "Runner",
     "Sweep",
@@ -687,5 +761,6 @@ __all__ = [
     "make_runner",
     "open_sweep",
     "register_settings",
+    "settings_source",
     "workload_label",
 ]

@@ -16,7 +16,7 @@ from specfrontier.engines.sglang import SGLangSetting, setting_args
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.errors import ConfigError
 from specfrontier.runs.cell import CellDone
-from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings
+from specfrontier.runs.sweep import Runner, RunOutcome, Sweep, SweepEvents, register_settings, settings_source
 from specfrontier.schedules.verify import planner_for
 from specfrontier.search.planner import SearchPlanner
 from specfrontier.sim.cells import CellTask, cell_workers, simulated_cell
@@ -92,7 +92,8 @@ class VirtualSweep:
                 "time": "virtual (simulated seconds)",
                 "profile": self.profile.name,
                 "profile_description": self.profile.description,
-            },
+            }
+            | settings_source(self.config),
         )
         if self.config.search.strategy == "grid":  # other strategies register what they choose
             register_settings(self.store, run_id, self.config.settings)

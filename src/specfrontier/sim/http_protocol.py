@@ -99,9 +99,12 @@ def parse_ask(body: object, api: Literal["chat", "completion"], config: FaceConf
         raise BadRequest(f"temperature must be a number >= 0, got {temperature!r}")
     options = body.get("stream_options")
     model = body.get("model")
+    stream = bool(body.get("stream", False))
+    if api == "chat" and stream:
+        _refuse_streaming_chat_fields(body)
     return Ask(
         api=api,
-        stream=bool(body.get("stream", False)),
+        stream=stream,
         include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
         max_tokens=max_tokens,
         temperature=float(temperature),
@@ -111,6 +114,25 @@ def parse_ask(body: object, api: Literal["chat", "completion"], config: FaceConf
         spec_details=bool(body.get("return_spec_tokens_details", False)),
         model=model if isinstance(model, str) else config.model_name,
     )
+
+
+STREAMING_CHAT_REFUSED = {
+    "return_prompt_token_ids": "return_prompt_token_ids is not supported with streaming. Please set stream=false "
+    "when using return_prompt_token_ids=true.",
+    "return_token_ids": "return_token_ids is not supported with streaming on /v1/chat/completions. Please set "
+    "stream=false when using return_token_ids=true.",
+    "return_meta_info": "return_meta_info is not supported with streaming. Please set stream=false when using "
+    "return_meta_info=true.",
+}
+"""Fields SGLang's streaming chat refuses with HTTP 400, and its messages (0.5.23
+`srt/entrypoints/openai/serving_chat.py:1309-1325`)."""
+
+
+def _refuse_streaming_chat_fields(body: dict[str, Any]) -> None:
+    """SGLang's refusal of a field a streaming chat request may not ask for."""
+    for field, message in STREAMING_CHAT_REFUSED.items():
+        if body.get(field):
+            raise BadRequest(message)
 
 
 def spec_details(request: SimRequest, setting: ResolvedSetting) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specfrontier.errors import ConfigError
-from specfrontier.textfiles import read_text_utf8
+from specfrontier.textfiles import MAX_DATA_BYTES, load_json, read_text_utf8
 
 _SEED_KEYS = ("per_request_tok_s", "aggregate_tok_s", "max_running_requests")
 _CELL_KEYS = {"steps", "concurrency", "per_request_tok_s", "aggregate_tok_s", "max_running_requests"}
@@ -147,9 +147,9 @@ def parse_measurements(data: Any, *, source: str = "measurements") -> Measuremen
 
 def load_measurements(path: Path) -> Measurements:
     """Read and parse a measurements JSON file; unreadable or malformed files raise ConfigError."""
-    text = read_text_utf8(path, "calibrate: path")
+    text = read_text_utf8(path, "calibrate: path", max_bytes=MAX_DATA_BYTES, too_big_fix="pass the measured cells only")
     try:
-        data = json.loads(text)
+        data = load_json(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix: correct the JSON") from exc
     return parse_measurements(data, source=str(path))

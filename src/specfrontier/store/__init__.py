@@ -2,9 +2,11 @@
 
 from specfrontier.store.schema import SCHEMA_VERSION
 from specfrontier.store.sqlite import (
+    DRIFT_REFERENCE_KEY,
     ENGINE_WARNINGS_KEY,
     FINAL_STATUSES,
     LAUNCH_ENVIRONMENT_KEY,
+    REFERENCE_REPEAT,
     RUN_STATUSES,
     CellRow,
     ImportedCellRow,
@@ -14,9 +16,11 @@ from specfrontier.store.sqlite import (
 )
 
 __all__ = [
+    "DRIFT_REFERENCE_KEY",
     "ENGINE_WARNINGS_KEY",
     "FINAL_STATUSES",
     "LAUNCH_ENVIRONMENT_KEY",
+    "REFERENCE_REPEAT",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "CellRow",

@@ -20,19 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from specfrontier.commands import resume_command
-from specfrontier.errors import StoreError
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-"""The first 16 bytes of every SQLite database file."""
+from specfrontier.errors import StoreError, StoreRefused
+from specfrontier.textfiles import SQLITE_MAGIC, sqlite_kind
 
 
 def has_sqlite_header(path: Path) -> bool:
     """True when the file starts like an SQLite database (a damaged store keeps its header)."""
-    try:
-        with path.open("rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
+    return sqlite_kind(path) == "an SQLite database"
 
 
 def error_kind(exc: sqlite3.Error, path: Path) -> str:
@@ -99,7 +93,10 @@ def store_error(exc: sqlite3.Error, path: Path, doing: str, *, writing: bool, ru
     name = getattr(exc, "sqlite_errorname", None)
     said = str(exc).replace("\n", " ") + (f" ({name})" if name else "")
     where = f"store = {str(path)!r}" + (f", run = {run_id!r}" if run_id is not None else "")
-    return StoreError(f"{where}: {doing}: {said}{fix_for(kind, path, writing=writing, run_id=run_id)}")
+    refused = kind in ("corrupt", "not-sqlite")  # the file named is no usable store: bad input, exit 2
+    return (StoreRefused if refused else StoreError)(
+        f"{where}: {doing}: {said}{fix_for(kind, path, writing=writing, run_id=run_id)}"
+    )
 
 
 @contextmanager

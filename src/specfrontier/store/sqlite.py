@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from specfrontier.commands import resume_command
-from specfrontier.errors import StoreError, clip
+from specfrontier.errors import StoreError, StoreRefused, clip
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
 from specfrontier.store.connect import Access, connect, read_only_access, side_files_creatable
 from specfrontier.store.failures import converted, fix_for
@@ -68,6 +68,17 @@ def new_run_id() -> str:
 ENGINE_WARNINGS_KEY = "engine_warnings"
 """A run environment's {setting: [warning, ...]}: what each setting's server log warned about its speed
 (`EngineAdapter.performance_warnings`), written by the sweep and printed by the report."""
+
+DRIFT_REFERENCE_KEY = "drift_reference"
+"""A run environment's end-of-run drift reference (`drift_control: reference`, runs.sweep): the setting
+measured again on one more launch after every setting, its startup and its whole cost in seconds, or why it
+failed; analysis.drift reads it."""
+
+REFERENCE_REPEAT = -1
+"""The repeat index of an end-of-run drift reference cell: stored like a repeat of its setting's cell, but
+no repeat of it (`Store.cells` leaves such cells out unless asked for them), so the setting's figures, its
+repeats and everything drawn from them stay those of its own launch; `done_cells` lists them, so `--resume`
+measures a missing reference once."""
 
 LAUNCH_ENVIRONMENT_KEY = "launch_environment"
 """A run environment's {setting: {variable: value}}: the variables the adapter set for the setting's launch
@@ -251,7 +262,7 @@ class Store:
     def _open_read_only(self) -> sqlite3.Connection:
         if not self.path.is_file():
             what = "a folder, not a store file" if self.path.is_dir() else "no such file"
-            raise StoreError(
+            raise StoreRefused(
                 f"store = {str(self.path)!r}: {what}; fix: pass the --store written by `specfrontier tune`"
             )
         self.access = read_only_access(self.path, can_create_side_files=side_files_creatable(self.path))
@@ -278,7 +289,7 @@ class Store:
             return
         what = "no meta table" if tables else "no tables" if pages == 0 else "an SQLite database with no tables"
         fix = "pass the --store written by `specfrontier tune`" + (", or a new file name" if allow_empty else "")
-        raise StoreError(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
+        raise StoreRefused(f"store = {str(self.path)!r}: not a specfrontier store ({what}); fix: {fix}")
 
     def _require_undamaged(self) -> None:
         """Refuse to write into a damaged store: SQLite finds a damaged page only when it reads it, so
@@ -289,7 +300,7 @@ class Store:
         if problem != "ok":
             said = clip(" ".join(problem.split()))
             fix = fix_for("corrupt", self.path, writing=True, run_id=None)
-            raise StoreError(f"store = {str(self.path)!r}: opening: damaged ({said}){fix}")
+            raise StoreRefused(f"store = {str(self.path)!r}: opening: damaged ({said}){fix}")
 
     def _stored_version(self) -> int | None:
         row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -306,7 +317,7 @@ class Store:
                 if found is not None and found > SCHEMA_VERSION
                 else "use a new --store file (this store predates the current schema)"
             )
-            raise StoreError(
+            raise StoreRefused(
                 f"store = {str(self.path)!r}: schema_version = {found}: this specfrontier reads "
                 f"schema versions {', '.join(map(str, READABLE_VERSIONS))}; fix: {fix}"
             )
@@ -473,10 +484,10 @@ class Store:
             raise self._unknown_run(run_id)
         return _run_row(row, self._owners(self._db, run_id).get(run_id))
 
-    def _unknown_run(self, run_id: str) -> StoreError:
+    def _unknown_run(self, run_id: str) -> StoreRefused:
         latest = self._db.execute("SELECT run_id FROM run ORDER BY created_at DESC, run_id DESC LIMIT 5").fetchall()
         known = [r[0] for r in reversed(latest)]
-        return StoreError(
+        return StoreRefused(
             f"run = {run_id!r}: not in store {str(self.path)!r} (latest: {', '.join(known) or 'none'}); "
             "fix: pick an id from `specfrontier runs`"
         )
@@ -657,14 +668,16 @@ class Store:
         return self._db.execute(_DONE_KEYS[mode], (run_id,)).fetchall()
 
     @_guarded("reading cells", writes=False)
-    def cells(self, run_id: str, setting_id: str | None = None) -> list[CellRow]:
+    def cells(self, run_id: str, setting_id: str | None = None, *, reference: bool = False) -> list[CellRow]:
         """The run's cells (only one setting's when `setting_id` is given), each with its stored digest
-        and its requests as a `CellRequests`, read from the store only when first used."""
+        and its requests as a `CellRequests`, read from the store only when first used. `reference`: the
+        end-of-run drift reference cells (`REFERENCE_REPEAT`) instead, which are otherwise left out."""
         from specfrontier.metrics.digest import unpack_digest
 
         args = (run_id, setting_id, setting_id)
         cell_rows = self._db.execute(
-            "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) ORDER BY cell_id", args
+            "SELECT * FROM cell WHERE run_id=? AND (? IS NULL OR setting_id=?) AND (repeat = ?) = ? ORDER BY cell_id",
+            (*args, REFERENCE_REPEAT, int(reference)),
         ).fetchall()
         blobs: dict[int, int] = {}
         digests: dict[int, CellDigest | None] = {}
@@ -723,7 +736,7 @@ class Store:
                 "SELECT data FROM request_blob WHERE cell_id=? AND part=?", (cell_id, part)
             ).fetchone()
         if row is None:
-            raise StoreError(
+            raise StoreRefused(
                 f"store = {str(self.path)!r}: cell {cell_id} has no {part!r} part of its requests; {_DAMAGED_FIX}"
             )
         return bytes(row[0])
@@ -738,7 +751,7 @@ class Store:
                 try:
                     return read()
                 except (zlib.error, ValueError, KeyError, IndexError, struct.error, UnicodeDecodeError) as exc:
-                    raise StoreError(
+                    raise StoreRefused(
                         f"store = {str(self.path)!r}: cell {cell_id}: its stored requests cannot be decoded "
                         f"({type(exc).__name__}: {exc}); {_DAMAGED_FIX}"
                     ) from exc

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specfrontier.errors import ConfigError, shown_value
-from specfrontier.textfiles import read_text_utf8
+from specfrontier.textfiles import MAX_DATA_BYTES, load_json, read_text_utf8
+from specfrontier.yamltext import load_yaml
 
 RUNNING_GAUGES = ("vllm:num_requests_running", "sglang:num_running_reqs")
 """Prometheus gauges of requests running on one server (vLLM, SGLang): what a `query_range` file may hold."""
@@ -100,21 +100,44 @@ def _fail(path: Path, problem: str, fix: str = _FIX_FORMAT) -> ConfigError:
 
 
 def _normalised(path: Path, kind: ProfileKind, weights: Iterable[tuple[float, float]], source: str) -> Profile:
-    """Weights -> shares: every level finite and >= 0, every weight finite and >= 0, some weight > 0."""
-    pooled: dict[float, float] = {}
+    """Weights -> shares: every level finite and >= 0, every weight finite and >= 0, some weight > 0 at a
+    level under load (C > 0, rate > 0).
+
+    The weights are scaled by the largest before they are summed (`math.fsum`): weights are "shares, hours,
+    anything", and 1e308 + 1e308 overflowed to inf, so every share came out 0 % and the answer was the
+    first setting listed (exit 0). A profile with no time under load (all of it at C = 0) has no load to
+    choose a setting for; it answered the first setting too."""
+    what = "C" if kind == "concurrency" else "rate"
+    pairs: list[tuple[float, float]] = []
     for level, weight in weights:
-        what = "C" if kind == "concurrency" else "rate"
-        if not math.isfinite(level) or level < 0:
-            raise _fail(path, f"{what} = {level:g} is negative or not a number", f"fix: {what} >= 0")
+        if not math.isfinite(level):
+            raise _fail(path, f"{what} = {level:g} is not a finite number", f"fix: a number, {what} >= 0")
+        if level < 0:
+            raise _fail(path, f"{what} = {level:g} is negative", f"fix: {what} >= 0")
         if kind == "concurrency" and level != int(level):
             raise _fail(path, f"C = {level:g} is not a whole number of requests", "fix: whole levels, e.g. 1, 4, 16")
-        if not math.isfinite(weight) or weight < 0:
+        if not math.isfinite(weight):
+            raise _fail(
+                path, f"{what} = {level:g} has share {weight:g} (not a finite number)", "fix: a number, share >= 0"
+            )
+        if weight < 0:
             raise _fail(path, f"{what} = {level:g} has share {weight:g} (negative)", "fix: shares of time >= 0")
-        pooled[level] = pooled.get(level, 0.0) + weight
-    total = sum(pooled.values())
-    if total <= 0:
+        pairs.append((level, weight))
+    largest = max((w for _, w in pairs), default=0.0)
+    if largest <= 0:
         raise _fail(path, "empty profile (no level with time > 0)", "fix: give at least one level a share > 0")
-    shares = tuple((level, w / total) for level, w in sorted(pooled.items()) if w > 0)
+    pooled: dict[float, list[float]] = {}
+    for level, weight in pairs:
+        pooled.setdefault(level, []).append(weight / largest)  # each <= 1: no sum below can overflow
+    scaled = {level: math.fsum(ws) for level, ws in pooled.items()}
+    total = math.fsum(scaled.values())
+    if not any(w > 0 for level, w in scaled.items() if level > 0):
+        raise _fail(
+            path,
+            f"no time under load (every share is at {what} = 0: idle), so no setting serves anything",
+            f"fix: give the levels the server is busy at a share > 0 ({what} = 0 is the idle time beside them)",
+        )
+    shares = tuple((level, w / total) for level, w in sorted(scaled.items()) if w > 0)
     return Profile(kind, shares, source)
 
 
@@ -133,9 +156,13 @@ def _series_profile(
 ) -> Profile:
     weights: list[tuple[float, float]] = []
     for one in series:
+        if not all(math.isfinite(ts) for ts, _ in one):
+            raise _fail(path, "a timestamp is not a finite number", "fix: timestamps in unix seconds")
         for value, dt in time_weighted(one):
-            level = float(round(value)) if kind == "concurrency" and value >= 0 else value
-            weights.append((level, dt))
+            if not math.isfinite(dt):
+                raise _fail(path, "timestamps too far apart to hold", "fix: timestamps in unix seconds")
+            whole = kind == "concurrency" and math.isfinite(value) and value >= 0  # others: refused as they are
+            weights.append((float(round(value)) if whole else value, dt))
     profile = _normalised(path, kind, weights, source)
     samples = sum(len(s) for s in series)
     seconds = sum(dt for _, dt in weights)
@@ -150,10 +177,7 @@ def _number(path: Path, text: str, where: str) -> float:
 
 
 def _from_yaml(path: Path, text: str) -> Profile:
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise _fail(path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
+    raw = load_yaml(text, path)  # a syntax error or an alias bomb: one line naming the file
     if raw is None:
         raise _fail(path, "empty profile (the file is empty)", "fix: e.g. concurrency: {1: 0.5, 16: 0.5}")
     if not isinstance(raw, Mapping):
@@ -237,14 +261,20 @@ def read_profile(path: Path) -> Profile:
     suffix = path.suffix.lower()
     if suffix not in (".yaml", ".yml", ".csv", ".json"):
         raise _fail(path, f"unknown suffix {suffix or '(none)'!r}", "fix: name it .yaml, .csv or .json by its format")
-    text = read_text_utf8(path, OPTION, fix="pass a traffic profile file (docs/traffic.md)")
+    text = read_text_utf8(
+        path,
+        OPTION,
+        fix="pass a traffic profile file (docs/traffic.md)",
+        max_bytes=MAX_DATA_BYTES,
+        too_big_fix="query a coarser step or a shorter range (a histogram is a few lines)",
+    )
     if suffix == ".csv":
         return _from_csv(path, text)
     if suffix == ".json":
         if not text.strip():
             raise _fail(path, "empty profile (the file is empty)", "fix: save the query_range JSON body")
         try:
-            raw = json.loads(text)
+            raw = load_json(text)
         except json.JSONDecodeError as exc:
             raise _fail(path, f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
         return _from_query_range(path, raw)

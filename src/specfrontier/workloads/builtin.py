@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from specfrontier.errors import ConfigError
-from specfrontier.records import Prompt
-from specfrontier.textfiles import read_text_utf8
+from specfrontier.records import MAX_PROMPTS, Prompt
+from specfrontier.textfiles import MAX_DATA_BYTES, load_json, read_text_utf8
 
 BUILTIN_MIXES = ("cpu-mix",)
+
+SAMPLE = 1000
+"""The sample size the fixes suggest."""
 
 
 def _prompt_from_json(obj: Any, *, where: str, max_tokens: int, api: str | None) -> Prompt:
@@ -61,7 +64,7 @@ def parse_prompts(
             continue
         at = f"{source}:{number}"
         try:
-            obj = json.loads(line)
+            obj = load_json(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{at}: not valid JSON ({exc.msg}); fix: one JSON object per line") from exc
         prompts.append(_prompt_from_json(obj, where=at, max_tokens=max_tokens, api=api))
@@ -70,11 +73,38 @@ def parse_prompts(
     return prompts
 
 
+def check_pass(count: int, *, where: str, source: str, fix: str) -> None:
+    """Refuse a pass of more than MAX_PROMPTS prompts (`fix`: how this caller's user draws a sample)."""
+    if count > MAX_PROMPTS:
+        raise ConfigError(
+            f"{where} = {source!r}: {count} prompts, more than the {MAX_PROMPTS} one pass may hold (every cell sends "
+            f"whole passes: at least {count} requests per cell); fix: {fix}"
+        )
+
+
+def sample_fix(source: str, where: str | None = None) -> str:
+    """How to use a sample of a big prompts file: a file of its own, or (for a config's field `where`,
+    not an option) a seeded draw of `workloads:`, which reads the file whole but sends only the draw."""
+    keep = f"keep a sample (e.g. `shuf -n {SAMPLE} {source} > sample.jsonl`)"
+    if where is None or where.startswith("--"):
+        return keep
+    return f"{keep}, or draw a seeded one with workloads: [{{source: {source}, prompts: {SAMPLE}}}]"
+
+
 def load_prompts(
-    spec: str, *, max_tokens: int, api: str | None = None, where: str = "workload.prompts"
+    spec: str,
+    *,
+    max_tokens: int,
+    api: str | None = None,
+    where: str = "workload.prompts",
+    whole_pass: bool = True,
 ) -> list[Prompt]:
     """`builtin:<name>` or a JSONL path -> prompts, each capped at `max_tokens` output tokens; errors
-    name `where` (the config field or option that gave `spec`: `workload.prompts`, `--prompts`, ...)."""
+    name `where` (the config field or option that gave `spec`: `workload.prompts`, `--prompts`, ...).
+
+    `whole_pass`: the prompts are one pass as they are, so more than MAX_PROMPTS is refused; a caller that
+    draws a sample from them first (`workloads[].prompts`) checks what it draws instead. A file is read up
+    to MAX_DATA_BYTES."""
     if spec.startswith("builtin:"):
         name = spec.removeprefix("builtin:")
         if name not in BUILTIN_MIXES:
@@ -84,8 +114,17 @@ def load_prompts(
             )
         text = resources.files("specfrontier.workloads").joinpath(f"data/{name}.jsonl").read_text("utf-8")
         return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api, where=where)
-    text = read_text_utf8(Path(spec), where, fix="give an existing JSONL file or builtin:cpu-mix")
-    return parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api, where=where)
+    text = read_text_utf8(
+        Path(spec),
+        where,
+        fix="give an existing JSONL file or builtin:cpu-mix",
+        max_bytes=MAX_DATA_BYTES,
+        too_big_fix=sample_fix(spec),
+    )
+    prompts = parse_prompts(text.splitlines(), source=spec, max_tokens=max_tokens, api=api, where=where)
+    if whole_pass:
+        check_pass(len(prompts), where=where, source=spec, fix=sample_fix(spec, where))
+    return prompts
 
 
-__all__ = ["BUILTIN_MIXES", "load_prompts", "parse_prompts"]
+__all__ = ["BUILTIN_MIXES", "MAX_PROMPTS", "check_pass", "load_prompts", "parse_prompts", "sample_fix"]

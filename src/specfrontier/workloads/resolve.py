@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from specfrontier.config.workloads import SYNTHETIC, WorkloadSpec
 from specfrontier.errors import ConfigError
 from specfrontier.records import TURN_SEPARATOR, Prompt, Sampling
-from specfrontier.workloads.builtin import load_prompts
+from specfrontier.workloads.builtin import SAMPLE, check_pass, load_prompts
 from specfrontier.workloads.sampling import SAMPLING_PROFILES, request_seed
 from specfrontier.workloads.sources import PACKAGE_SOURCES, Mode, SourcePrompt
 from specfrontier.workloads.synthetic import CHARS_PER_TOKEN, synthetic_prompts
@@ -55,7 +55,8 @@ def load_source(source: str, spec: WorkloadSpec, *, where: str) -> list[SourcePr
         return synthetic_prompts(count, spec.input_tokens or DEFAULT_SYNTHETIC_INPUT_TOKENS, spec.seed)
     if source in PACKAGE_SOURCES:
         return PACKAGE_SOURCES[source].load(where=where)
-    return [_from_prompt(p) for p in load_prompts(source, max_tokens=spec.max_tokens, where=where)]
+    loaded = load_prompts(source, max_tokens=spec.max_tokens, where=where, whole_pass=False)  # drawn from below
+    return [_from_prompt(p) for p in loaded]
 
 
 def _fits(p: SourcePrompt, limit: int | None) -> bool:
@@ -135,6 +136,12 @@ def resolve_workload(spec: WorkloadSpec, *, where: str = "workloads[]") -> Resol
             )
         pools[source] = fitting
     prompts = tuple(_to_prompt(p, spec, source) for source, p in select(spec, pools))
+    check_pass(
+        len(prompts),
+        where=f"{where}.source",
+        source="+".join(spec.sources),
+        fix=f"draw a seeded sample with {where}.prompts: {SAMPLE}",
+    )
     profile = SAMPLING_PROFILES[spec.sampling]
     sampling = Sampling(profile.temperature, profile.top_p, spec.eos_ignored, None)
     return ResolvedWorkload(spec.key, prompts, sampling, greedy=profile.temperature == 0.0)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builders import closed_loop_ms, record_ms
+from builders import closed_loop_ms, record_ms, store_cells
 from specfrontier.analysis import load_run, recommend
 from specfrontier.records import RequestRecord
 from specfrontier.report import print_report, report_json
@@ -27,23 +27,8 @@ def _staggered(tokens: int) -> list[RequestRecord]:
 
 
 def _run(tmp_path: Path) -> tuple[Store, str]:
-    store = Store(tmp_path / "s.db")
-    run_id = store.create_run(engine="external", config={"repeats": 1}, environment={"engine_version": "x"})
-    for pos, (name, tokens) in enumerate((("baseline", 10), ("spec", 30))):
-        store.add_setting(run_id, setting_id=name, position=pos, name=name, params={}, speculative=pos > 0)
-        store.update_setting(run_id, name, status="done", command=["srv", name])
-        for c, requests in ((4, _steady(tokens)), (8, _staggered(tokens))):
-            store.record_cell(
-                run_id,
-                setting_id=name,
-                workload="w",
-                concurrency=c,
-                repeat=0,
-                requests=requests,
-                counters=None,
-                acceptance_source=None,
-            )
-    return store, run_id
+    cells = {name: {4: _steady(tokens), 8: _staggered(tokens)} for name, tokens in (("baseline", 10), ("spec", 30))}
+    return store_cells(tmp_path / "s.db", cells, config={"repeats": 1})
 
 
 def test_a_cell_without_a_steady_state_is_flagged_and_decides_nothing(tmp_path: Path) -> None:

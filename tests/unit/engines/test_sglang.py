@@ -103,6 +103,25 @@ def test_spec_stats_from_chat_meta_info_and_completion_sglext() -> None:
     assert spec_stats_from_chunk({"choices": [{"delta": {"content": "x"}}]}) is None
 
 
+def test_request_extras_ask_for_nothing_streaming_chat_refuses() -> None:
+    """Issue 37: every streamed chat request was refused with HTTP 400 because the extras asked for
+    `return_meta_info`, which SGLang 0.5.23 refuses on a streaming chat request, as it refuses
+    `return_prompt_token_ids` and `return_token_ids` (srt/entrypoints/openai/serving_chat.py:1309-1325).
+    Acceptance is asked for as `return_spec_tokens_details`, a field of both CompletionRequest and
+    ChatCompletionRequest (srt/entrypoints/openai/protocol.py:393, :961), reported in the stream's sglext chunk."""
+    extras = SGLangAdapter.request_extras()
+    assert not {"return_meta_info", "return_prompt_token_ids", "return_token_ids"} & {k for k, v in extras.items() if v}
+    assert extras.get("return_spec_tokens_details") is True
+    assert SimAdapter.request_extras() == extras  # the simulator's HTTP face is asked as SGLang is
+
+
+def test_sglang_probe_waits_out_health_generate() -> None:
+    """`/health_generate` sleeps in 1 s steps until the scheduler answered, up to HEALTH_CHECK_TIMEOUT = 20 s
+    (srt/entrypoints/http_server.py:218, :779): one probe must be allowed longer than that (issue 37)."""
+    assert SGLangAdapter.health_path == "/health_generate"
+    assert SGLangAdapter.health_timeout_s > 20
+
+
 def test_window_acceptance_is_exact_from_per_request_verify_steps() -> None:
     records = [
         RequestRecord("a", 0, 1, 0, completion_tokens=38, spec=RequestSpecStats(40, 27, 10)),

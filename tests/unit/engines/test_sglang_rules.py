@@ -215,4 +215,4 @@ def test_example_tree_space_loads() -> None:
     config = load_config(ROOT / "examples" / "sglang-tree-space.yaml")
     names = {s.name for s in config.settings}
     assert {"baseline", "eagle3-s3-k4-d16", "eagle3-s5-k8-d64", "eagle3-s3-k2-d8", "eagle3-s3-k1-d4"} <= names
-    assert config.space_summary is not None and "pruned" in config.space_summary
+    assert config.settings_summary is not None and "pruned" in config.settings_summary

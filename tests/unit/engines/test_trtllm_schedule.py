@@ -95,6 +95,7 @@ async def test_verify_schedule_measures_a_trtllm_schedule_through_the_face(tmp_p
         "rounds_per_cell": 4,
         "workload": {"max_tokens": 64, "ignore_eos": True},
         "verify_schedule": True,
+        "max_client_lag_share": 1.0,  # 20-50 ms requests: a busy host's client lag must not decide the schedule
         "store": str(tmp_path / "t.db"),
     }
     sweep, run_id = open_sweep(parse_config(config), None, resume=None)

@@ -213,3 +213,19 @@ def test_a_slow_launch_prints_a_heartbeat_until_ready_in_human_modes_only(mode: 
         assert out.getvalue().count("still launching") == after_ready.count("still launching")
     else:
         assert "still launching" not in out.getvalue() + events.getvalue()
+
+
+def test_the_drift_reference_joins_the_plan_and_its_cells_say_what_they_are() -> None:
+    """Issue 39, item 10: the end-of-run reference adds its cells to the plan when it starts, and its cells
+    read 'drift reference', not 'repeat 0'."""
+    console = Console(file=io.StringIO(), width=200)
+    progress = SweepProgress(console, "lines", 4)
+    events = progress.events()
+    assert events.on_reference_start is not None and events.on_cell_done is not None
+    events.on_reference_start(Named("baseline"), 2)  # type: ignore[arg-type]
+    assert progress.total == 6
+    events.on_cell_done(_cell("baseline", 1, -1))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "drift reference: baseline once more, at every level, on one more launch" in text
+    assert "C=1 drift reference: " in text and "repeat 0" not in text
+    assert progress.rows[-1][2] == "ref"

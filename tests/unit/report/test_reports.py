@@ -225,8 +225,8 @@ def test_terminal_report_shows_tables_crossovers_and_recommendation(data: RunDat
         assert title in lines, title  # whole, on its own line
     # notes are printed whole, not wrapped to the width of a narrow table
     assert (
-        "aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians)."
-        in lines
+        "aggregate tok/s of the setting / aggregate tok/s of the no-speculation baseline at the same C (medians); "
+        "'-': either cell missing or not evidence." in lines
     )
     assert re.search(r"115\.0 ±7%(?! ~)", text)
     assert "draft beats baseline up to C=2, loses from C=4" in text

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +22,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from specfrontier.engines.sglang import SGLangAdapter
 from specfrontier.load.client import StreamingClient
 from specfrontier.load.closed_loop import run_closed_loop
 from specfrontier.metrics.window import cell_metrics
 from specfrontier.process.launch import free_port, group_alive
-from specfrontier.records import Prompt, RequestSpecStats, Sampling
+from specfrontier.records import Prompt, Sampling
 from specfrontier.sim import SimSetting, load_profile, simulate_cell
 
 SEED = "seed-qwen3.5-122b-a10b"
@@ -128,16 +129,6 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _meta_info(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
-    for choice in chunk.get("choices") or []:
-        meta = choice.get("meta_info")
-        if isinstance(meta, dict) and "spec_verify_ct" in meta:
-            return RequestSpecStats(
-                meta["spec_num_proposed_drafts"], meta["spec_num_correct_drafts"], meta["spec_verify_ct"]
-            )
-    return None
-
-
 def _chat(max_tokens: int = 64) -> Prompt:
     return Prompt("p0", "synthetic", "chat", max_tokens, messages=(("user", PROMPT_128),))
 
@@ -216,9 +207,12 @@ async def test_server_info_reports_resolved_args_and_capacity(launch: Launcher) 
 
 
 # -- generation --------------------------------------------------------------------------------------
-async def test_streamed_chat_carries_multi_token_chunks_usage_and_meta_info(launch: Launcher) -> None:
+async def test_streamed_chat_carries_multi_token_chunks_usage_and_spec_details(launch: Launcher) -> None:
+    """Streaming chat reports acceptance in the sglext chunk, asked for as the SGLang adapter asks for it."""
     face = launch.start(*STEPS3, *FAST)
-    client = StreamingClient(face.base, spec_stats_extractor=_meta_info, extra_body={"return_meta_info": True})
+    client = StreamingClient(
+        face.base, spec_stats_extractor=SGLangAdapter.request_spec_stats, extra_body=SGLangAdapter.request_extras()
+    )
     async with client:
         record = await client.send(_chat(64), Sampling(temperature=0.0, ignore_eos=True))
     assert record.ok, record.error
@@ -228,6 +222,20 @@ async def test_streamed_chat_carries_multi_token_chunks_usage_and_meta_info(laun
     spec = record.spec
     assert spec is not None and spec.verify_steps is not None
     assert 1 + spec.verify_steps + spec.accepted_tokens == 64 and spec.draft_tokens == 3 * spec.verify_steps
+
+
+async def test_streamed_chat_refuses_return_meta_info_as_sglang_does(launch: Launcher) -> None:
+    """SGLang 0.5.23 refuses `return_meta_info` on a streaming chat request with HTTP 400
+    (srt/entrypoints/openai/serving_chat.py:1321-1325); the face must not accept what SGLang refuses (issue 37)."""
+    face = launch.start(*STEPS3, *FAST)
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True}
+    status, text = await _post(face.base + "/v1/chat/completions", {**chat, "return_meta_info": True})
+    assert status == 400
+    assert json.loads(text)["message"] == (
+        "return_meta_info is not supported with streaming. Please set stream=false when using return_meta_info=true."
+    )
+    status, _ = await _post(face.base + "/v1/chat/completions", {**chat, **SGLangAdapter.request_extras()})
+    assert status == 200
 
 
 async def test_sse_shape_and_sglext_on_completions(launch: Launcher) -> None:
