@@ -79,7 +79,8 @@ class ModelCell:
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """The model's figures for one (setting, concurrency); intervals are (low, high) tok/s or None.
+    """The model's figures for one (setting, concurrency); intervals are (low, high) tok/s or None (no stated
+    error).
 
     `batch` = min(C, capacity): running requests; `cycle_ms` = one draft+verify iteration at that batch.
     """
@@ -93,6 +94,14 @@ class Prediction:
     aggregate_tok_s: float
     per_request_interval: tuple[float, float] | None
     aggregate_interval: tuple[float, float] | None
+    error_class: str = ""
+    """What kind of prediction this is (`perfmodel.calibration`: a measured setting at another level, an
+    unmeasured chain or tree, ...): its stated error is calibrated on held-out predictions of that kind."""
+    halfwidth: float | None = None
+    """The stated relative error (the intervals are the prediction x (1 +/- it)); None: not known."""
+    halfwidth_against_best: float | None = None
+    """For an unmeasured setting at a fitted level: the stated error of its prediction's ratio to the model's
+    prediction of the best fitted setting there (a comparison, whose shared error cancels); None otherwise."""
 
 
 __all__ = ["ModelCell", "Prediction", "SettingParams"]

@@ -12,7 +12,8 @@ and draft-token budget form a ladder of their own, so adaptive search extends de
 Settings of one engine family with everything else equal form one ladder. A ladder can be extended past
 its deepest listed setting (`with_depth`), keeping every other parameter, so a strategy can try
 "steps = 5" that the user did not list. Extensions go on with the ladder's last step (1, 2, 3 -> 4;
-8, 16 -> 24).
+8, 16 -> 24). Which ladders grow is the config's `search.extend_depth`: chains by default, trees only when
+asked (`all`), none with `none`; a ladder that may not grow has its deepest listed depth as its maximum.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from specfrontier.config.search import ExtendDepth
 from specfrontier.engines.base import EngineSetting
 from specfrontier.engines.registry import vocabulary
 
@@ -147,9 +149,12 @@ class Ladder:
         return [all_depths[j] for j in (i - 1, i + 1) if 0 <= j < len(all_depths)]
 
 
-def build_ladders(settings: Sequence[EngineSetting], max_depth: int | None = None) -> list[Ladder]:
+def build_ladders(
+    settings: Sequence[EngineSetting], max_depth: int | None = None, extend: ExtendDepth = "chains"
+) -> list[Ladder]:
     """Group the speculative settings that have a depth into ladders (chains, and trees per branching and
-    draft-token budget), in the order they are listed."""
+    draft-token budget), in the order they are listed. `extend` says which ladders may grow past their deepest
+    listed depth (`search.extend_depth`): the others stay inside what the config lists."""
     taken = {s.name for s in settings}
     ladders: dict[str, Ladder] = {}
     for s in settings:
@@ -158,7 +163,9 @@ def build_ladders(settings: Sequence[EngineSetting], max_depth: int | None = Non
             continue
         key = ladder_key(s)
         if key not in ladders:
-            limit = max_depth if max_depth is not None else s.max_depth
+            chain = s.depth_field is not None
+            grows = extend == "all" or (extend == "chains" and chain)
+            limit = (max_depth if max_depth is not None else s.max_depth) if grows else depth
             ladders[key] = Ladder(key, {}, limit, taken)
         ladder = ladders[key]
         ladder.members.setdefault(depth, s)

@@ -44,3 +44,23 @@ def test_bad_values_name_the_field() -> None:
         setting_params({"algorithm": "EAGLE3", "num_steps": 2.5}, where="row 3")
     with pytest.raises(ConfigError, match="no draft depth"):
         setting_params({"algorithm": "EAGLE3"})
+
+
+def test_an_adaptive_policy_is_a_family_of_its_own() -> None:
+    """An imported adaptive-verification arm is not the static setting of the same maximum depth."""
+    static = setting_params({"method": "dspark", "num_speculative_tokens": 7})
+    adaptive = setting_params(
+        {"method": "dspark", "num_speculative_tokens": 7, "adaptive": "enable_adaptive_verification"}
+    )
+    assert static.family == "dspark" and adaptive.family == "dspark+enable_adaptive_verification"
+    assert static != adaptive and adaptive.steps == 7
+
+
+def test_a_sized_ngram_drafts_its_size_m_and_an_unmodelled_knob_makes_a_family() -> None:
+    """llama.cpp's sized n-gram types draft up to `ngram_size_m` tokens (not draft_n_max's default 16), and
+    their lookup key length `ngram_size_n`, which the model has no term for, makes a drafter of its own: two
+    settings differing only in it are never merged into one measured shape."""
+    n2 = setting_params({"spec_type": "ngram-map-k", "ngram_size_n": 2, "ngram_size_m": 8})
+    n4 = setting_params({"spec_type": "ngram-map-k", "ngram_size_n": 4, "ngram_size_m": 8})
+    assert n2.steps == 8 and n2.family == "ngram-map-k[ngram_size_n=2]" and n2 != n4
+    assert setting_params({"spec_type": "ngram-mod"}).steps == 16  # no size: llama-server's own default

@@ -64,7 +64,7 @@ def _tree(s: int, k: int, d: int) -> SGLangSetting:
 
 def test_trees_form_a_ladder_per_branching_and_draft_tokens_and_extend_in_depth() -> None:
     settings = [SGLangSetting(name="base"), _steps(1), _tree(2, 4, 8), _tree(3, 4, 8), _tree(3, 4, 13), _tree(2, 2, 4)]
-    ladders = build_ladders(settings, max_depth=5)
+    ladders = build_ladders(settings, max_depth=5, extend="all")
     assert [(ladder.listed_depths, [s.name for s in ladder.members.values()]) for ladder in ladders] == [
         ([1], ["steps1"]),
         ([2, 3], ["s2k4d8", "s3k4d8"]),
@@ -77,3 +77,21 @@ def test_trees_form_a_ladder_per_branching_and_draft_tokens_and_extend_in_depth(
     assert isinstance(deeper, SGLangSetting)
     assert (deeper.name, deeper.num_steps, deeper.eagle_topk, deeper.num_draft_tokens) == ("s3k4d8-d4", 4, 4, 8)
     assert depth_of(deeper) is None  # still not a chain: schedules leave trees out
+
+
+def test_only_chains_extend_unless_the_config_asks_for_trees_too() -> None:
+    settings = [_steps(1), _steps(2), _tree(2, 4, 8), _tree(3, 4, 8)]
+    chain, tree = build_ladders(settings, max_depth=5)  # search.extend_depth: chains, the default
+    assert list(chain.depths()) == [1, 2, 3, 4, 5] and list(tree.depths()) == [2, 3]
+    chain, tree = build_ladders(settings, max_depth=5, extend="all")
+    assert list(tree.depths()) == [2, 3, 4, 5]
+    chain, tree = build_ladders(settings, max_depth=5, extend="none")  # the declared settings only
+    assert list(chain.depths()) == [1, 2] and list(tree.depths()) == [2, 3]
+
+
+def test_extend_depth_is_validated_naming_the_field() -> None:
+    from specfrontier.config.search import SearchConfig
+
+    assert SearchConfig(extend_depth="all").extend_depth == "all"
+    with pytest.raises(ValueError, match="extend_depth"):
+        SearchConfig(extend_depth="trees")
