@@ -5,7 +5,10 @@ engine declares how its settings spell depth, branching, verified tokens and dra
 (`engines.base.ParamNames`), and the registry merges them (`engines.registry.vocabulary`). A setting with
 none of them, or with a family that means "none", is the no-speculation baseline.
 
-A sized n-gram drafter's depth is its draft length (llama.cpp `ngram_size_m`) when no depth is set. A scalar
+A family whose engine says where its depth is (`ParamNames.family_depth`) reads that field, else the engine's
+own default, and nothing else: llama.cpp's n-gram types draft `ngram_size_m` (default 48), `ngram_mod_n_max`
+(64) or a fixed 8 (`ngram-cache`), never `draft_n_max`, which only its draft-model types read. Otherwise a
+sized n-gram drafter's depth is its draft length (llama.cpp `ngram_size_m`) when no depth is set. A scalar
 knob the model has no term for (llama.cpp's lookup key `ngram_size_n`, a vLLM draft model's path) makes a
 drafter family of its own (`ngram-map-k[ngram_size_n=2]`): settings that differ in it accept differently, so
 the model neither merges them nor predicts one from another.
@@ -41,6 +44,10 @@ def setting_params(params: Mapping[str, Any], *, where: str = "setting") -> Sett
     cap = _whole(params, "max_running_requests", where)
     if family is not None and family.lower() in NO_SPECULATION:
         return SettingParams(max_running_requests=cap)
+    own = names.own_depth(params)
+    if own is not None:  # the family's own depth field, else the engine's default (llama.cpp ngram-cache: 8)
+        value = _whole(params, own.field, where) if own.field else None
+        depth = value if value is not None else own.default
     if depth is None and family is not None:  # a draft length the engine drafts up to (llama.cpp's size-m)
         lengths = (k for k in names.draft_length if k not in names.verified)
         depth = next((d for k in lengths if (d := _whole(params, k, where)) is not None), None)

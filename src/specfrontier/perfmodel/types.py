@@ -13,11 +13,12 @@ from dataclasses import dataclass
 class SettingParams:
     """The shape of one speculative setting, as the model sees it (engine spellings mapped by `cells.py`).
 
-    `steps` is the draft depth s (SGLang `num_steps`, vLLM `num_speculative_tokens`, llama.cpp
-    `draft_n_max`; 0 = no speculation), `topk` the branching per step, `draft_tokens` the tokens verified
-    per request per cycle (D; a chain verifies s + 1), `family` the drafter (EAGLE3, ngram-simple, ...):
-    acceptance and draft cost are fitted per family. `max_running_requests` is a user cap on running
-    requests (None: only the engine's capacity law limits them).
+    `steps` is the draft depth s (SGLang `num_steps`, vLLM `num_speculative_tokens`, llama.cpp per spec type:
+    `draft_n_max` of a draft model, an n-gram type's own length; 0 = no speculation), `topk` the branching
+    per step, `draft_tokens` the tokens verified per request per cycle (D; a chain verifies s + 1), `family`
+    the drafter (EAGLE3, ngram-simple, ...): acceptance and draft cost are fitted per family.
+    `max_running_requests` is a user cap on running requests (None: only the engine's capacity law limits
+    them).
     """
 
     steps: int = 0
