@@ -147,13 +147,15 @@ def _score(case: str, split: str, cells: Sequence[ModelCell], spread: Spread, fi
     for c in cells:
         if c.params.steps in fit_steps or c.aggregate_tok_s is None:
             continue
-        errors.append(100 * abs(model.predict(c.params, c.concurrency).aggregate_tok_s / c.aggregate_tok_s - 1))
+        errors.append(
+            100 * abs(model.predict(c.params, c.concurrency, stated=False).aggregate_tok_s / c.aggregate_tok_s - 1)
+        )
     regrets = {}
     beyond = []
     for level in LEVELS:
         row = [c for c in cells if c.concurrency == level and c.aggregate_tok_s is not None]
         truth = max(row, key=lambda c: c.aggregate_tok_s or 0.0)
-        chosen = max(row, key=lambda c: model.predict(c.params, level).aggregate_tok_s)
+        chosen = max(row, key=lambda c: model.predict(c.params, level, stated=False).aggregate_tok_s)
         regrets[level] = 100 * (1 - (chosen.aggregate_tok_s or 0.0) / (truth.aggregate_tok_s or 1.0))
         best_low, chosen_high = spread[truth.setting, level][0], spread[chosen.setting, level][1]
         beyond.append(100 * max(0.0, best_low - chosen_high) / (truth.aggregate_tok_s or 1.0))
@@ -200,7 +202,7 @@ def _seed_table() -> str:
     for c in cells:
         if c.params.steps != 4:
             continue
-        p = model.predict(c.params, c.concurrency)
+        p = model.predict(c.params, c.concurrency, stated=False)
         for measured, predicted in ((c.per_request_tok_s, p.per_request_tok_s), (c.aggregate_tok_s, p.aggregate_tok_s)):
             if measured is not None:
                 errors.append(100 * abs(predicted / measured - 1))

@@ -181,7 +181,7 @@ def score(name: str, cells: Sequence[ModelCell], view: str, draw: int) -> TreeSc
     predicted: dict[tuple[SettingParams, int], float] = {}
     for c in cells:
         try:
-            predicted[c.params, c.concurrency] = model.predict(c.params, c.concurrency).aggregate_tok_s
+            predicted[c.params, c.concurrency] = model.predict(c.params, c.concurrency, stated=False).aggregate_tok_s
         except ConfigError:
             unpredicted += 1
             continue

@@ -30,8 +30,10 @@ decode rate; relative error = (predicted - measured) / measured):
   error" when it is larger than the pick's stated relative half-width at C ((high - predicted) / predicted
   of its aggregate interval; none stated counts as exceeding). Settings the model refuses cannot be
   picked, and where the model refuses a setting measured at C it claims no best there (the level is
-  shown with the pick it would make among the rest, but a refusal is not counted as a loss); the best is
-  over every (non-adaptive) setting measured at C;
+  shown with the pick it would make among the rest, but a refusal is not counted as a loss); nor does it
+  claim a best where the pick's predicted lead over the second is within the pick's stated error (the
+  model's own rule, `perfmodel.decide`: "the model does not separate these settings here; measure"); the
+  best is over every (non-adaptive) setting measured at C;
 - guided search, replayed: `search.guided.GuidedStrategy` (the strategy `tune --search guided` runs), with
   every level of the table as a target, chooses settings from the table's settings one at a time; a
   chosen setting is "measured" by reading its cells at the levels the proposal asks for from the table
@@ -43,6 +45,12 @@ decode rate; relative error = (predicted - measured) / measured):
 
 Pooled line: coverage over every held-out figure of every table; LOSO mean/max over the held-out figures
 of chain settings (speculative, topk 1) of every table.
+
+Set aside: a table whose cells contradict the model's premises beyond the noise its source states
+(`perfmodel.consistency`: within one drafter family at one level, a setting that drafts and verifies at
+least as much as another yet completes its cycle faster, by more than the file's `noise_pct`, or the 1 % of
+published rounding when the source states no spread as a number) is shown with those pairs and not fitted;
+the pooled line leaves it out and names it. Guided search is still replayed on it.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ from specfrontier.engines.base import EngineSetting
 from specfrontier.engines.registry import stored_setting
 from specfrontier.errors import SpecFrontierError
 from specfrontier.perfmodel import FittedModel, ModelCell, fit_model
+from specfrontier.perfmodel.consistency import contradictions
 from specfrontier.perfmodel.plan import run_cells
 from specfrontier.records import SpecCounters
 from specfrontier.runs.imported import ADAPTIVE_KEY, load_table, store_table
@@ -89,6 +98,8 @@ class Table:
     """Setting name -> its stored parameters (engine spelling), static settings only."""
     set_aside: dict[str, str]
     """Setting name -> why it is not fitted."""
+    noise: float = 0.0
+    """The relative noise the source states (the file's `noise_pct` / 100; 0: none stated as a number)."""
 
     @property
     def settings(self) -> list[str]:
@@ -135,6 +146,9 @@ class Pick:
     exceeds: bool
     refused: tuple[str, ...] = ()
     """Settings measured at this level that the model refuses to predict: it can claim no best here."""
+    separated: bool = True
+    """False: the pick's predicted lead over the second is within its stated error, so the model claims no
+    best here ('the model does not separate these settings here; measure'), and no loss counts against it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +188,8 @@ class Score:
     guided: Guided | None = None
     guided_note: str = ""
     seconds: float = 0.0
+    contradictions: list[str] = field(default_factory=list)
+    """Pairs of cells that contradict the model's premises beyond the stated noise: the table is set aside."""
 
 
 # -- the table ---------------------------------------------------------------------------------------------
@@ -192,7 +208,8 @@ def read_table(path: Path, store: Store) -> Table:
     }
     cells = tuple(c for c in run.cells if c.setting not in aside)
     static = {n: p for n, p in params.items() if n not in aside}
-    return Table(path.name, run.engine, cells, run.rho, static, aside)
+    noise = float(imported.metadata.get("noise_pct") or 0.0) / 100.0
+    return Table(path.name, run.engine, cells, run.rho, static, aside, noise)
 
 
 def _figures(cells: Sequence[ModelCell]) -> list[tuple[ModelCell, str, float]]:
@@ -260,13 +277,18 @@ def picks(table: Table, predictions: Sequence[HeldOut]) -> list[Pick]:
         if not predicted:
             out.append(Pick(level, best, best_v, None, None, None, None, False, refused))
             continue
-        pick = max(predicted, key=lambda s: predicted[s].predicted or 0.0)
+        ranked = sorted(predicted, key=lambda s: -(predicted[s].predicted or 0.0))
+        pick = ranked[0]
         h = predicted[pick]
         pick_v = measured[pick] or 0.0
         loss = 100.0 * (best_v - pick_v) / best_v
         stated = None if h.high is None or not h.predicted else 100.0 * (h.high - h.predicted) / h.predicted
-        beyond = not refused and (stated is None or loss > stated + 1e-9)  # a refusal is no claim, not a loss
-        out.append(Pick(level, best, best_v, pick, pick_v, loss, stated, beyond, refused))
+        second = predicted[ranked[1]].predicted if len(ranked) > 1 else None
+        lead = None if not second else 100.0 * ((h.predicted or 0.0) / second - 1.0)
+        separated = stated is not None and (lead is None or lead > stated)
+        # a refusal, or a lead within the stated error, is no claim, not a loss
+        beyond = not refused and separated and (stated is None or loss > stated + 1e-9)
+        out.append(Pick(level, best, best_v, pick, pick_v, loss, stated, beyond, refused, separated))
     return out
 
 
@@ -355,7 +377,10 @@ def score(path: Path, *, depth_cap: bool = True, guided: bool = True, model: boo
     with tempfile.TemporaryDirectory() as tmp:
         table = read_table(path, Store(Path(tmp) / "public.db"))
     result = Score(path.name, table.engine, len(table.cells), len(table.settings), table.levels, table.set_aside)
-    if model:
+    result.contradictions = [c.describe() for c in contradictions(table.cells, table.noise)]
+    if model and result.contradictions:
+        result.train_note = "set aside: its cells contradict the model's premises (below); not fitted"
+    elif model:
         try:
             full = _fit(table, table.cells)
             figures = _figures(table.cells)
@@ -396,9 +421,11 @@ def _pct(v: float | None, digits: int = 1) -> str:
 
 
 def _worst_pick(items: Sequence[Pick]) -> str:
-    scored = [p for p in items if p.loss_pct is not None and not p.refused]
+    scored = [p for p in items if p.loss_pct is not None and not p.refused and p.separated]
     unclaimed = sum(1 for p in items if p.refused)
     tail = f"; {unclaimed} levels no claim (refused)" if unclaimed else ""
+    close = sum(1 for p in items if not p.refused and not p.separated)
+    tail += f"; {close} levels not separated" if close else ""
     if not scored:
         return f"no claim at any level{tail}"
     worst = max(scored, key=lambda p: p.loss_pct or 0.0)
@@ -436,6 +463,8 @@ def summary_rows(scores: Sequence[Score]) -> list[str]:
 
 
 def pooled_line(scores: Sequence[Score]) -> str:
+    aside = [s.table for s in scores if s.contradictions]
+    scores = [s for s in scores if not s.contradictions]
     held = [h for s in scores for h in s.loso + s.lolo]
     cov, n = _coverage(held)
     chains = [h for s in scores for h in s.loso if h.chain]
@@ -447,11 +476,14 @@ def pooled_line(scores: Sequence[Score]) -> str:
         f"({_pct(100.0 * cov / n if n else None)} %, target >= 90 %); chains LOSO mean {_pct(mean)} %, "
         f"max {_pct(worst)} % over {count} figures ({refused} refused; target mean <= 3 %, max <= 8 %); "
         f"predicted bests losing more than their stated error: {picks_over} of {picks_all} (level, held-out kind)"
+        + (f"; set aside (cells that contradict the model's premises): {', '.join(aside)}" if aside else "")
     )
 
 
 def detail_lines(s: Score) -> list[str]:
     lines = [f"### {s.table} ({s.engine}; {s.seconds:.0f} s)"]
+    for why in s.contradictions:
+        lines.append(f"- set aside, contradicts the model's premises beyond the stated noise: {why}")
     for name, why in s.set_aside.items():
         lines.append(f"- set aside: {name}: {why}")
     for group, why in s.refused.items():
@@ -462,6 +494,7 @@ def detail_lines(s: Score) -> list[str]:
             + (f" loses {p.loss_pct:.1f} % (stated {_pct(p.stated_pct)} %)" if p.loss_pct is not None else "")
             + (" BEYOND" if p.exceeds else "")
             + (f" (no claim: refuses {', '.join(p.refused)})" if p.refused else "")
+            + (" (no claim: not separated within its stated error)" if not p.refused and not p.separated else "")
             for p in items
         )
         lines.append(f"- picks ({label}): {shown}")

@@ -324,6 +324,10 @@ def test_a_bad_deploy_address_is_refused_before_launch(tmp_path: Path, deploy: d
         ({"drift_control": "off", "min_repeats": 2}, ["drift_control is 'off'; fix: set drift_control"]),
         ({"drift_control": "always"}, ["drift_control = 'always'", "fix: use one of the allowed values"]),
         (
+            {"search": {"extend_depth": "trees"}},
+            ["search.extend_depth = 'trees'", "fix: use one of the allowed values"],
+        ),
+        (
             {"drift_control": "interleave", "search": {"strategy": "adaptive"}},
             ["drift_control = 'interleave': search.strategy = 'adaptive'", "fix: use drift_control: auto or off"],
         ),
@@ -333,7 +337,15 @@ def test_a_bad_deploy_address_is_refused_before_launch(tmp_path: Path, deploy: d
             ["min_repeats = 2: the sequential rule needs settings measured repeat by repeat", "relaunch is not cheap"],
         ),
     ],
-    ids=["above-repeats", "with-drift-off", "unknown-mode", "interleave-adaptive", "lifetimes-small", "no-interleave"],
+    ids=[
+        "above-repeats",
+        "with-drift-off",
+        "unknown-mode",
+        "unknown-extend-depth",
+        "interleave-adaptive",
+        "lifetimes-small",
+        "no-interleave",
+    ],
 )
 def test_drift_control_and_min_repeats_are_checked_before_launch(
     tmp_path: Path, overrides: dict[str, Any], parts: list[str]

@@ -25,6 +25,7 @@ from specfrontier.errors import ConfigError
 from specfrontier.store import Store
 
 if TYPE_CHECKING:  # annotations only: each command imports what it runs when it runs (a light --help)
+    from specfrontier.perfmodel.decide import Decision
     from specfrontier.perfmodel.plan import Plan, RunCells
 
 
@@ -58,16 +59,19 @@ def _fmt_interval(iv: tuple[float, float] | None) -> str:
     return "-" if iv is None else f"{_num(iv[0])}-{_num(iv[1])}"
 
 
-def _margin(margin: float | None, within: bool | None) -> str:
-    if margin is None:
-        return "-"
-    return f"{margin:.1f} %" + (" (within model error)" if within else "")
+def _answer(d: Decision) -> tuple[str, str, str]:
+    """(setting, tok/s, from what) of one level's answer; a level the model does not separate names what to
+    measure instead of a setting."""
+    if d.choice is None:
+        return "-", "-", escape(d.note)
+    if d.predicted:
+        lead = "" if d.lead_pct is None else f", {d.lead_pct:+.1f} % over the measured best"
+        return escape(d.choice), _num(d.value or 0.0), f"predicted +/-{100 * (d.halfwidth or 0):.1f} %{lead}"
+    return escape(d.choice), _num(d.value or 0.0), escape(d.note)
 
 
 def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     """Terminal rendering: model summary, per-cell errors, frontier, max-depth choice."""
-    from specfrontier.perfmodel.plan import within_model_error
-
     kind = {"imported": "imported figures", "simulated": "SIMULATED cells (model output)", "measured": "measured"}
     console.print(
         f"[bold]plan for run {escape(run.run_id)}[/bold] ({escape(run.engine)}, {kind.get(run.kind, run.kind)}); "
@@ -97,31 +101,41 @@ def print_plan(plan: Plan, run: RunCells, console: Console) -> None:
     console.print(cells)
     for name, level, why in plan.unpredicted:
         console.print(f"  not predicted: {escape(name)} C={level}: {escape(why)}")
+    for why in plan.contradictions:
+        console.print(f"  [bold]contradicts the model's premises[/bold] (no fit passes near both): {escape(why)}")
     for in_fit, label in ((True, "fitted cells"), (False, "held-out cells")):
         errs = plan.errors(in_fit=in_fit)
         if errs:
             console.print(
                 f"{label}: mean |error| {sum(errs) / len(errs):.1f} %, max {max(errs):.1f} % ({len(errs)} figures)"
             )
-    front = Table(title="predicted frontier (best candidate per concurrency; untested = never measured)")
-    for col in ("C", "best aggregate", "agg tok/s", "interval", "B", "ahead of 2nd", "best per-request", "req tok/s"):
-        front.add_column(col, justify="left" if col.startswith("best") else "right")
+    front = Table(
+        title="frontier per concurrency: the best fitted cell, unless an untested candidate is predicted above it "
+        "beyond its stated error (untested = never measured)"
+    )
+    for col in ("C", "best aggregate", "agg tok/s", "from", "best per-request", "req tok/s", "from "):
+        front.add_column(col, justify="right" if col in ("C", "agg tok/s", "req tok/s") else "left")
     for f in plan.frontier:
-        (ca, pa), (cr, pr) = f.best_aggregate, f.best_per_request
-        front.add_row(
-            str(f.concurrency), escape(ca.name), _num(pa.aggregate_tok_s), _fmt_interval(pa.aggregate_interval),
-            str(pa.batch), _margin(f.runner_up_margin_pct, within_model_error(plan.model, f)),
-            escape(cr.name), _num(pr.per_request_tok_s),
-        )  # fmt: skip
+        front.add_row(str(f.concurrency), *_answer(f.aggregate), *_answer(f.per_request))
     console.print(front)
     for d in plan.depth:
-        steps = ", ".join(f"C={c}: s={s} (B={p.batch}, cap {p.capacity or '-'})" for c, s, p in d.by_concurrency)
-        console.print(f"capacity-aware depth {escape(f'[{d.family}]')}: {steps}")
+        steps = ", ".join(
+            f"C={dec.concurrency}: s={s} (B={p.batch}, cap {p.capacity or '-'}{', predicted' if dec.predicted else ''})"
+            if s is not None and p is not None
+            else f"C={dec.concurrency}: {'no speculation' if dec.choice else 'not separated'}"
+            for dec, s, p in d.by_concurrency
+        )
+        console.print(f"capacity-aware depth {escape(f'[{d.family}]')}: {escape(steps)}")
+        if d.max_depth is None:
+            console.print(
+                f"  -> no max depth to size for at peak C={d.peak_concurrency}: {escape(d.by_concurrency[-1][0].note)}"
+            )
+            continue
         why = (
             "engines reserve state for the maximum depth, so a deeper s_max costs running slots even when "
             "adaptive speculation uses fewer steps"
             if plan.model.capacity_law.kind == "hybrid-state"
-            else "capacity does not depend on depth here, so this is the best predicted depth at the peak"
+            else "capacity does not depend on depth here, so this is the best depth at the peak"
         )
         console.print(f"  -> size the server for max depth {d.max_depth} at peak C={d.peak_concurrency}: {why}")
 

@@ -10,6 +10,11 @@
 
 A budget caps launches (one per setting) and engine-seconds (startup + measured windows, as stored);
 the search stops before a launch that the budget does not cover, and says so.
+
+Depth ladders (`search.ladder`) may be extended past their deepest listed setting: chains by default
+(`extend_depth: chains`, "will steps = 5 help?"), trees only when asked (`all`: a tree's depth at a fixed
+draft-token budget mostly adds draft cost, and deepening every tree ladder cost guided search 2-3 x the
+grid's launches on a public tree table, issue 38), nothing with `none` (the declared `space:` or settings).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from specfrontier.config.limits import MAX_CONCURRENCY
 from specfrontier.config.strict import StrictModel
 
 SearchStrategy = Literal["grid", "adaptive", "guided"]
+ExtendDepth = Literal["chains", "all", "none"]
 SearchObjective = Literal["aggregate_tok_s", "per_request_tok_s_p50"]
 
 
@@ -45,10 +51,15 @@ class SearchConfig(StrictModel):
     max_depth: int | None = Field(
         None, ge=1, le=256, description="Deepest speculation depth adaptive/guided may add (default: engine's)."
     )
+    extend_depth: ExtendDepth = Field(
+        "chains",
+        description="Which depth ladders adaptive/guided may extend past their deepest listed setting: chains "
+        "(default), all (trees too, per branching and draft-token budget) or none (only the listed settings).",
+    )
 
     @property
     def budgeted(self) -> bool:
         return self.max_launches is not None or self.max_engine_s is not None
 
 
-__all__ = ["SearchConfig", "SearchObjective", "SearchStrategy"]
+__all__ = ["ExtendDepth", "SearchConfig", "SearchObjective", "SearchStrategy"]

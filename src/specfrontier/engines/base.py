@@ -27,7 +27,7 @@ import tempfile
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
@@ -121,6 +121,15 @@ class RunningNow:
 
 
 @dataclass(frozen=True, slots=True)
+class FamilyDepth:
+    """Where one drafter family's depth is: the field that sets it (None: no option does) and the depth the
+    engine drafts when a setting leaves that field unset (its own default, or a fixed length)."""
+
+    field: str | None
+    default: int
+
+
+@dataclass(frozen=True, slots=True)
 class ParamNames:
     """How one engine's settings spell what the performance model, the cost order and imported tables
     need. Every registered engine's names are merged (`registry.vocabulary`), so a stored or imported
@@ -141,6 +150,10 @@ class ParamNames:
     (a topk-1 chain verifies its steps plus the bonus token)."""
     default_depth: int | None = None
     """The engine's own depth when a setting names a family but no depth (None: the depth is required)."""
+    family_depth: Mapping[str, FamilyDepth] = field(default_factory=dict)
+    """Drafter family (its value in the first `family` field) -> where its depth is, for an engine whose
+    families read different depth fields (llama.cpp: `draft_n_max` for a draft model, `ngram_size_m` for a
+    sized n-gram type, none for `ngram-cache`); a family listed here reads nothing else as its depth."""
 
 
 class EngineSetting(LaunchArgs):
@@ -490,6 +503,7 @@ __all__ = [
     "EngineAdapter",
     "EngineOptions",
     "EngineSetting",
+    "FamilyDepth",
     "LaunchTarget",
     "ParamNames",
     "RunningNow",

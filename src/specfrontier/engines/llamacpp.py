@@ -4,6 +4,8 @@ Facts the adapter relies on (shared/reference/engines.md section 4, cpu-engine.m
 - speculation needs an explicit `--spec-type` (with `-md` alone the draft model is loaded but unused);
 - flag names changed across versions (`--draft-max` -> `--spec-draft-n-max`), so spellings are probed
   from `--help` once and a setting that the installed version cannot express is refused before launch;
+- only the draft-model types read `--spec-draft-n-max/-n-min/-p-min`; each n-gram type drafts its own
+  length (`TYPE_DEPTH`), so those flags are refused on an n-gram setting rather than run as a no-op;
 - `/health` answers 503 while the model loads; `/props` has `total_slots`; `/metrics` (needs
   `--metrics`) has `llamacpp:spec_decode_*` counters; the final stream chunk carries `timings` with
   `draft_n` / `draft_n_accepted` when drafting happened.
@@ -20,7 +22,7 @@ from typing import Any, ClassVar, Literal
 import aiohttp
 from pydantic import Field, model_validator
 
-from specfrontier.config.common import DEFAULT_CELL_LIFETIMES, TuneBase, startup_timeout
+from specfrontier.config.common import DEFAULT_CELL_LIFETIMES, SettingRefused, TuneBase, startup_timeout
 from specfrontier.engines.base import (
     Capacity,
     Deployable,
@@ -28,6 +30,7 @@ from specfrontier.engines.base import (
     EngineAdapter,
     EngineOptions,
     EngineSetting,
+    FamilyDepth,
     ParamNames,
     deploy_address,
     get_json,
@@ -56,6 +59,53 @@ SpecType = Literal[
     "ngram-cache",
 ]
 NGRAM_SIZED_TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
+DRAFT_MODEL_TYPES = ("draft-simple",)
+"""The spec types (of `SpecType`) that run a draft model: the only ones that read draft_n_max/min, p_min."""
+DRAFT_FIELDS = ("draft_n_max", "draft_n_min", "draft_p_min")
+
+TYPE_DEPTH: dict[str, FamilyDepth] = {
+    "draft-simple": FamilyDepth("draft_n_max", 3),
+    **{t: FamilyDepth("ngram_size_m", 48) for t in NGRAM_SIZED_TYPES},
+    "ngram-mod": FamilyDepth("ngram_mod_n_max", 64),
+    "ngram-cache": FamilyDepth(None, 8),
+}
+"""Tokens each spec type drafts per step at most: the field that sets it and llama-server b11434's default.
+`common_speculative_n_max` (common/speculative.cpp:2396-2430) reads `draft.n_max` for the draft-model types
+only, `size_m` for the sized n-gram types, `ngram_mod.n_max` for ngram-mod, and a fixed 8 for ngram-cache
+(`create_state_ngram_cache`, line 2272); the n-gram implementations (lines 1831, 1876, 1930, 2105) are not
+given `params.draft` at all. Defaults from common/common.h (draft n_max 3, size_m 48, ngram_mod n_max 64),
+as `llama-server --help` prints them. Checked live: the server logs `synthetic acceptance: n_max = N` with
+`--spec-synth-len` (tests/contract/test_llamacpp.py)."""
+
+_NGRAM_COUNTERPART = {
+    **{(t, "draft_n_max"): ("ngram_size_m", "draft length") for t in NGRAM_SIZED_TYPES},
+    ("ngram-mod", "draft_n_max"): ("ngram_mod_n_max", "draft length"),
+    ("ngram-mod", "draft_n_min"): ("ngram_mod_n_min", "minimum draft length"),
+}
+"""(n-gram type, draft-model field) -> the type's own field for that, where it has one."""
+_IGNORED_BY_NGRAM = "draft_n_max/draft_n_min/draft_p_min on an n-gram spec_type (llama.cpp reads them for draft models)"
+
+
+def _draft_fields_refused(name: str, spec_type: str, given: str, value: object) -> SettingRefused:
+    """The error for a draft-model field on an n-gram type: which field, why (llama.cpp's source), the fix."""
+    own = _NGRAM_COUNTERPART.get((spec_type, given))
+    depth = TYPE_DEPTH[spec_type]
+    if own is not None:
+        default = f" (default {depth.default})" if own[0] == depth.field else ""
+        fix = f"remove {given} and set {spec_type}'s {own[1]} with {own[0]}{default}"
+    elif given == "draft_n_max":  # ngram-cache
+        fix = f"remove {given}; {spec_type} always drafts up to {depth.default} tokens (no option sets it)"
+    elif given == "draft_p_min":
+        fix = f"remove {given}; an n-gram drafter has no draft probability to cut at"
+    else:
+        fix = f"remove {given}; {spec_type} has no minimum draft length"
+    return SettingRefused(
+        f"settings[{name}]: {given} = {value} with spec_type {spec_type!r}: llama-server reads "
+        f"{'/'.join(DRAFT_FIELDS)} only for a draft-model type ({'|'.join(DRAFT_MODEL_TYPES)}); an n-gram type "
+        "drafts its own length (common/speculative.cpp common_speculative_n_max), so this server would run "
+        f"exactly as without it; fix: {fix}",
+        rule=_IGNORED_BY_NGRAM,
+    )
 
 
 class LlamaCppSetting(EngineSetting):
@@ -104,12 +154,14 @@ class LlamaCppSetting(EngineSetting):
                 f"{where}: ngram_mod_* apply only to spec_type 'ngram-mod', not {self.spec_type!r}; "
                 "fix: remove them or set spec_type: ngram-mod"
             )
-        drafting = (self.draft_n_max, self.draft_n_min, self.draft_p_min)
-        if self.spec_type == "none" and any(v is not None for v in drafting):
+        given = next((f for f in DRAFT_FIELDS if getattr(self, f) is not None), None)
+        if self.spec_type == "none" and given is not None:
             raise ValueError(
-                f"{where}: draft_n_max/draft_n_min/draft_p_min need a speculative spec_type; "
-                "fix: set spec_type (e.g. ngram-simple) or remove them"
+                f"{where}: draft_n_max/draft_n_min/draft_p_min need a draft-model spec_type; "
+                "fix: set spec_type: draft-simple (with engine.draft_model) or remove them"
             )
+        if given is not None and self.spec_type not in DRAFT_MODEL_TYPES:
+            raise _draft_fields_refused(self.name, self.spec_type, given, getattr(self, given))
         if self.draft_n_max is not None and self.draft_n_min is not None and self.draft_n_min > self.draft_n_max:
             raise ValueError(
                 f"{where}: draft_n_min = {self.draft_n_min} > draft_n_max = {self.draft_n_max}; "
@@ -138,14 +190,24 @@ class LlamaCppSetting(EngineSetting):
             )
         return super().rejected_drafts_hint()
 
+    @classmethod
+    def space_point(cls, values: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """An n-gram type runs the same whatever draft_n_max/draft_n_min/draft_p_min say (`TYPE_DEPTH`), so a
+        space crossing spec_type with them keeps one n-gram setting per value of its own knobs."""
+        spec_type = values.get("spec_type")
+        dropped = [f for f in DRAFT_FIELDS if values.get(f) is not None]
+        if spec_type not in TYPE_DEPTH or spec_type in DRAFT_MODEL_TYPES or not dropped:
+            return values, None
+        return {**values, **dict.fromkeys(dropped)}, "an n-gram spec_type ignores draft_n_max/draft_n_min/draft_p_min"
+
     @property
     def depth_field(self) -> str | None:
-        """A draft model's `draft_n_max`, or the draft length `ngram_size_m` of the sized n-gram types."""
-        if self.spec_type == "draft-simple" and self.draft_n_max is not None:
-            return "draft_n_max"
-        if self.spec_type in NGRAM_SIZED_TYPES and self.ngram_size_m is not None:
-            return "ngram_size_m"
-        return None
+        """The field that sets how many tokens this spec type drafts per step, when the setting sets it
+        (`TYPE_DEPTH`): a draft model's `draft_n_max`, a sized n-gram type's `ngram_size_m`, ngram-mod's
+        `ngram_mod_n_max`; None for ngram-cache (a fixed 8) and for a setting at the engine's default."""
+        depth = TYPE_DEPTH.get(self.spec_type)
+        field = depth.field if depth is not None else None
+        return field if field is not None and getattr(self, field) is not None else None
 
 
 class LlamaCppEngine(EngineOptions):
@@ -465,10 +527,11 @@ def spec_stats_from_timings(chunk: Mapping[str, Any]) -> RequestSpecStats | None
 
 
 LLAMACPP_NAMES = ParamNames(
-    depth=("draft_n_max",),
+    depth=("draft_n_max",),  # of the draft-model types (an imported table's draft-eagle3 too)
     family=("spec_type",),
-    draft_length=("draft_n_max", "draft_max", "ngram_size_m"),
-    default_depth=16,  # llama-server's own --spec-draft-n-max when a setting leaves it unset
+    draft_length=("draft_n_max", "draft_max", "ngram_size_m", "ngram_mod_n_max"),
+    default_depth=3,  # b11434's --spec-draft-n-max default, for a draft-model type not in TYPE_DEPTH
+    family_depth=TYPE_DEPTH,
 )
 
 register(
@@ -487,8 +550,11 @@ register(
 
 
 __all__ = [
+    "DRAFT_FIELDS",
+    "DRAFT_MODEL_TYPES",
     "LLAMACPP_NAMES",
     "NGRAM_SIZED_TYPES",
+    "TYPE_DEPTH",
     "LlamaCppAdapter",
     "LlamaCppEngine",
     "LlamaCppSetting",

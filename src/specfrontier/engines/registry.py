@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
-from specfrontier.engines.base import EngineAdapter, EngineSetting, ParamNames, ScheduleFormat
+from specfrontier.engines.base import EngineAdapter, EngineSetting, FamilyDepth, ParamNames, ScheduleFormat
 from specfrontier.errors import ConfigError, shown_value
 
 if TYPE_CHECKING:
@@ -163,6 +163,12 @@ class Vocabulary:
     depth_plus_one: tuple[str, ...]
     default_depth: dict[str, int] = field(default_factory=dict)
     """Family field -> the engine's own depth when a setting names that family but no depth."""
+    family_depth: dict[tuple[str, str], FamilyDepth] = field(default_factory=dict)
+    """(family field, family) -> where that family's depth is (`ParamNames.family_depth`)."""
+
+    def own_depth(self, params: Mapping[str, Any]) -> FamilyDepth | None:
+        """Where the depth of the family these parameters name is, when its engine says (else None)."""
+        return next((d for (k, family), d in self.family_depth.items() if params.get(k) == family), None)
 
     @property
     def table_keys(self) -> tuple[str, ...]:
@@ -178,8 +184,13 @@ class Vocabulary:
     def draft_length_of(self, params: Mapping[str, Any]) -> float:
         """Draft tokens per step a setting's parameters ask for (inf when they do not say: assume the most).
 
-        The smallest of the lengths given counts (llama.cpp n-gram `ngram_size_m` drafts at most
-        `draft_n_max` when both are set); a chain with only its depth drafts depth + 1."""
+        A family whose engine says where its depth is drafts that field's value or the engine's own
+        default (llama.cpp `ngram-cache`: 8); otherwise the smallest of the lengths given counts, and a chain
+        with only its depth drafts depth + 1."""
+        own = self.own_depth(params)
+        if own is not None:
+            value = params.get(own.field) if own.field else None
+            return float(value) if _is_number(value) else float(own.default)
         given = [float(params[k]) for k in self.draft_length if _is_number(params.get(k))]
         if given:
             return min(given)
@@ -200,6 +211,7 @@ def vocabulary() -> Vocabulary:
         return tuple(seen)
 
     defaults = {n.family[0]: n.default_depth for n in parts if n.default_depth is not None and n.family}
+    family_depth = {(n.family[0], family): d for n in parts if n.family for family, d in n.family_depth.items()}
     return Vocabulary(
         depth=merged("depth"),
         family=merged("family"),
@@ -208,10 +220,11 @@ def vocabulary() -> Vocabulary:
         draft_length=merged("draft_length"),
         depth_plus_one=merged("depth_plus_one"),
         default_depth=defaults,
+        family_depth=family_depth,
     )
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

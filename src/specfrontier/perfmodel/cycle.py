@@ -4,7 +4,7 @@ The forms and every term's column are the performance theory's (`theory.cycle`, 
 simulator, which weighs the same columns with a profile's known costs); each form is linear in
 non-negative coefficients once one shape parameter is fixed:
 
-- dense:    T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cv*B*D
+- dense:    T = c0 + c1*B + sum_f [o_f + p_f*B + s*(d_f + e_f*B*k)] + cv*B*D
 - moe:      dense + ce * (1 - (1 - rho)^(B*D))   MoESD expert coverage with E folded into ce; rho = k/E
             is known from the model card or chosen on a grid (RHO_GRID)
 - roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   ridge n0 on a grid (RIDGE_GRID)
@@ -12,9 +12,13 @@ non-negative coefficients once one shape parameter is fixed:
             fit would cost 11 x more; without rho the form is not tried)
 
 s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
-draft cost, so this module lays the draft columns out per family). Coefficients are fitted by
-non-negative least squares (scipy's `nnls`) on RELATIVE residuals (T_pred/T_obs - 1), so a 2 ms and a
-40 ms cycle weigh the same, and every term stays physical (no negative costs).
+draft cost, so this module lays the draft columns out per family); o_f + p_f*B is what speculation with
+drafter f costs per cycle whatever its depth (`theory.cycle.speculation_terms`: the draft extend pass, tree
+building, accept bookkeeping). Without a cell of no speculation o_f and p_f of the first family are the
+fixed and per-request costs themselves (every cell speculates), so they are left out without a word.
+Coefficients are fitted by non-negative least squares (scipy's `nnls`) on RELATIVE residuals
+(T_pred/T_obs - 1), so a 2 ms and a 40 ms cycle weigh the same, and every term stays physical (no
+negative costs).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from specfrontier.theory.cycle import (
     VERIFY_TERM_NAMES,
     draft_terms,
     request_terms,
+    speculation_terms,
     verified_tokens,
     verify_terms,
 )
@@ -86,10 +91,15 @@ class CycleModel:
         return dict(zip(term_names(self.form, self.families), self.coefficients, strict=True))
 
 
+def speculation_term(family: str, which: int) -> str:
+    """The name of a family's speculation column: 0 the fixed one, 1 the per-request one."""
+    return f"{('spec_fixed_ms', 'spec_request_ms')[which]}[{family}]"
+
+
 def term_names(form: str, families: Sequence[str]) -> list[str]:
     names = ["fixed_ms", "per_request_ms"]
     for f in families:
-        names += [f"draft_step_ms[{f}]", f"draft_token_ms[{f}]"]
+        names += [speculation_term(f, 0), speculation_term(f, 1), f"draft_step_ms[{f}]", f"draft_token_ms[{f}]"]
     names += VERIFY_TERM_NAMES.get(form, VERIFY_TERM_NAMES["roofline"])
     return [*names, *OVERHEAD_TERMS]
 
@@ -106,6 +116,7 @@ def features(
     row = request_terms(b)
     for f in families:
         own = params.speculative and params.family == f
+        row += speculation_terms(b) if own else [0.0, 0.0]
         row += draft_terms(params.steps, b, params.topk) if own else [0.0, 0.0]
     row += verify_terms(form, shape, verified_tokens(b, params.verified), rho)
     return np.asarray(row, dtype=np.float64)
@@ -143,7 +154,10 @@ def fit_form(
         ]
     )
     names = term_names(form, families)
-    groups, dropped = dependent_columns(rows, names)
+    silent = set()
+    if families and all(o.params.speculative for o in observations):
+        silent = {names.index(speculation_term(families[0], 0)), names.index(speculation_term(families[0], 1))}
+    groups, dropped = dependent_columns(rows, names, silent)
     keep = [i for i in range(rows.shape[1]) if i not in dropped]
     from scipy.optimize import nnls  # here, not at import: scipy.optimize costs ~0.25 s and only a fit needs it
 
@@ -155,14 +169,17 @@ def fit_form(
     return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), kept_rho, groups), rms
 
 
-def dependent_columns(rows: Matrix, names: Sequence[str]) -> tuple[tuple[tuple[str, ...], ...], set[int]]:
+def dependent_columns(
+    rows: Matrix, names: Sequence[str], silent: set[int] | None = None
+) -> tuple[tuple[tuple[str, ...], ...], set[int]]:
     """Groups of linearly dependent columns (by the null space of the column-normalised design) and the
     columns to leave out so the rest are independent: per group its last column, the most specific term.
     All-zero columns (a term these cells do not inform at all, e.g. the overhead without output lengths)
-    are left out silently: they have nothing to split."""
+    and the `silent` ones (a term another one is by construction, e.g. the first drafter's speculation
+    cost when every cell speculates) are left out silently: they have nothing to split."""
     norms = np.linalg.norm(rows, axis=0)
-    live = [i for i in range(rows.shape[1]) if norms[i] > 0]
-    dropped = {i for i in range(rows.shape[1]) if norms[i] == 0}
+    dropped = {i for i in range(rows.shape[1]) if norms[i] == 0} | (silent or set())
+    live = [i for i in range(rows.shape[1]) if i not in dropped]
     groups: list[tuple[str, ...]] = []
     while len(live) > 1:
         sub = rows[:, live] / norms[live]
@@ -188,5 +205,6 @@ __all__ = [
     "features",
     "fit_form",
     "shapes",
+    "speculation_term",
     "term_names",
 ]

@@ -1,13 +1,16 @@
 """`specfrontier plan RUN`: fit the model to a run's cells and say what it predicts.
 
 - predicted vs measured for every cell with its error (cells held out by `--fit-only` are the honest test);
-- the predicted frontier: per concurrency, the best candidate setting by aggregate and by per-request
-  tok/s, where candidates are the measured settings plus untested chain depths of each measured drafter
-  (1 .. deepest measured + EXTRA_DEPTH) and, for a drafter whose trees were measured, untested trees of
-  its measured (topk, draft tokens) shapes at those depths;
+- the frontier: per concurrency, what to run by aggregate and by per-request tok/s (`decide.py`): the
+  best fitted cell, unless an untested candidate is predicted above it by more than its stated error;
+  where the model's error exceeds the spread between candidates it says so and predicts nothing.
+  Candidates are the fitted settings plus untested chain depths of each drafter whose chains were fitted
+  (1 .. deepest fitted + EXTRA_DEPTH) and, for a drafter whose trees were fitted, untested trees of its
+  fitted (topk, draft tokens) shapes at those depths; nothing of a shape the fit did not see;
 - the capacity-aware choice of the maximum speculation depth (theory 6.4): per concurrency
-  `s*(C) = argmax_s min(C, MRR(s)) * tau(s) / T(min(C, MRR(s)), s)`, and the depth to size the server
-  for at the peak concurrency, because engines size buffers (and lose running slots) for the maximum.
+  `s*(C) = argmax_s min(C, MRR(s)) * tau(s) / T(min(C, MRR(s)), s)` under the same rule, and the depth to
+  size the server for at the peak concurrency, because engines size buffers (and lose running slots) for
+  the maximum.
 
 Everything predicted here is a model output; the plan says which cells the fit saw.
 """
@@ -21,6 +24,8 @@ from typing import Any
 from specfrontier.analysis.summary import RunData, summarise_cells
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.cells import cells_from_run, output_tokens_by_cell, setting_params
+from specfrontier.perfmodel.consistency import contradictions
+from specfrontier.perfmodel.decide import Decision, Option, decide
 from specfrontier.perfmodel.fit import FittedModel, fit_model
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
 from specfrontier.store import Store
@@ -110,24 +115,23 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class PredictedBest:
-    """The predicted best candidates at one concurrency: by aggregate and by per-request tok/s (the plan's
-    frontier is one per level; `analysis.frontier.FrontierPoint` is a measured cell on the trade-off)."""
+class PlanLevel:
+    """The plan's answer at one concurrency, by aggregate and by per-request tok/s (`decide.Decision`; the
+    plan's frontier is one per level; `analysis.frontier.FrontierPoint` is a measured cell on the trade-off)."""
 
     concurrency: int
-    best_aggregate: tuple[Candidate, Prediction]
-    best_per_request: tuple[Candidate, Prediction]
-    runner_up_margin_pct: float | None
-    """How far (percent of aggregate) the best is ahead of the second best candidate."""
+    aggregate: Decision
+    per_request: Decision
 
 
 @dataclass(frozen=True, slots=True)
 class DepthChoice:
     family: str
-    by_concurrency: tuple[tuple[int, int, Prediction], ...]
-    """(C, s*(C), its prediction) for every level."""
+    by_concurrency: tuple[tuple[Decision, int | None, Prediction | None], ...]
+    """(the decision, s*(C) or None when the model does not separate the depths, the model's figures of the
+    chosen depth) for every level."""
     peak_concurrency: int
-    max_depth: int
+    max_depth: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +139,14 @@ class Plan:
     model: FittedModel
     fitted_settings: tuple[str, ...]
     rows: tuple[PlanRow, ...]
-    frontier: tuple[PredictedBest, ...]
+    frontier: tuple[PlanLevel, ...]
     depth: tuple[DepthChoice, ...]
     unpredicted: tuple[tuple[str, int, str], ...] = ()
     """(setting, C, why) of every measured cell the model could not predict, so none is dropped silently."""
     held_out_concurrency: tuple[int, ...] = ()
     """Levels left out of the fit for every setting (`--hold-out-concurrency`)."""
+    contradictions: tuple[str, ...] = ()
+    """Pairs of fitted cells that contradict the model's premises (`consistency.py`): no fit passes near both."""
 
     def errors(self, *, in_fit: bool) -> list[float]:
         return [abs(r.error_pct) for r in self.rows if r.in_fit == in_fit]
@@ -150,7 +156,8 @@ def candidates(model: FittedModel, cells: Sequence[ModelCell]) -> list[Candidate
     """Measured settings, then untested chain depths of every fitted drafter family, then, for a family
     whose trees were measured (its rank share is fitted), untested trees: every depth with each measured
     topk and each draft-token count measured at that topk, within SGLang's bound
-    (num_draft_tokens - 1 <= topk + (depth - 1) * topk^2)."""
+    (num_draft_tokens - 1 <= topk + (depth - 1) * topk^2). Shapes the fit did not see are dropped later
+    (`FittedModel.refusal`)."""
     out: list[Candidate] = []
     seen: set[SettingParams] = set()
 
@@ -234,8 +241,8 @@ def make_plan(
     rows = []
     unpredicted = []
     for c in cells:
-        try:
-            p = model.predict(c.params, c.concurrency)
+        try:  # a cell whose kind has no stated error is still shown (interval "-"), not dropped
+            p = model.predict(c.params, c.concurrency, stated=False)
         except ConfigError as exc:  # e.g. a drafter the fit never saw: said, with the reason, not dropped
             unpredicted.append((c.setting, c.concurrency, str(exc).removeprefix("model: ")))
             continue
@@ -266,50 +273,63 @@ def make_plan(
                     c.flags,
                 )
             )
-    options = [cand for cand in candidates(model, cells) if _predictable(model, cand.params)]
+    options = [cand for cand in candidates(model, cells) if model.refusal(cand.params) is None]
+    figures = {(c.setting, c.concurrency): c for c in fitted}
     frontier = []
     for level in levels(cells):
-        preds = [(cand, model.predict(cand.params, level)) for cand in options]
-        by_agg = sorted(preds, key=lambda cp: -cp[1].aggregate_tok_s)
-        by_req = max(preds, key=lambda cp: cp[1].per_request_tok_s)
-        margin = None
-        if len(by_agg) > 1:
-            margin = 100.0 * (by_agg[0][1].aggregate_tok_s / by_agg[1][1].aggregate_tok_s - 1.0)
-        frontier.append(PredictedBest(level, by_agg[0], by_req, margin))
+        agg = decide(level, _options(model, options, figures, level, "aggregate_tok_s"), "aggregate_tok_s")
+        req = decide(level, _options(model, options, figures, level, "per_request_tok_s"), "per_request_tok_s")
+        frontier.append(PlanLevel(level, agg, req))
     depth = []
     for family in model.cycle.families:
-        chain = [cand for cand in options if cand.params.family == family and cand.params.topk == 1]
-        chain += [cand for cand in options if not cand.params.speculative]
-        per_level = []
+        chain = [c for c in options if not c.params.speculative or (c.params.family == family and c.params.topk == 1)]
+        if not any(c.params.speculative for c in chain):
+            continue
+        per_level: list[tuple[Decision, int | None, Prediction | None]] = []
         for level in levels(cells):
-            cand, pred = max(((c, model.predict(c.params, level)) for c in chain), key=lambda cp: cp[1].aggregate_tok_s)
-            per_level.append((level, cand.params.steps, pred))
+            d = decide(level, _options(model, chain, figures, level, "aggregate_tok_s"), "aggregate_tok_s")
+            pick = next((c for c in chain if c.name == d.choice), None)
+            if pick is None:
+                per_level.append((d, None, None))
+            else:
+                per_level.append((d, pick.params.steps, model.predict(pick.params, level, stated=False)))
         peak = per_level[-1]
-        depth.append(DepthChoice(family, tuple(per_level), peak[0], peak[1]))
+        depth.append(DepthChoice(family, tuple(per_level), peak[0].concurrency, peak[1]))
     return Plan(
-        model, fitted_names, tuple(rows), tuple(frontier), tuple(depth), tuple(unpredicted), tuple(sorted(held_levels))
+        model,
+        fitted_names,
+        tuple(rows),
+        tuple(frontier),
+        tuple(depth),
+        tuple(unpredicted),
+        tuple(sorted(held_levels)),
+        tuple(c.describe() for c in contradictions(fitted)),
     )
 
 
-def within_model_error(model: FittedModel, point: PredictedBest) -> bool | None:
-    """Whether the best candidate's lead over the second is inside the model's error at this level
-    (`FittedModel.halfwidth_at`): then the choice between them is not settled by the model; measure both."""
-    halfwidth = model.halfwidth_at(point.concurrency)
-    if point.runner_up_margin_pct is None or halfwidth is None:
-        return None
-    return point.runner_up_margin_pct < 100 * halfwidth
+def _options(
+    model: FittedModel,
+    cands: Sequence[Candidate],
+    figures: dict[tuple[str, int], ModelCell],
+    level: int,
+    metric: str,
+) -> list[Option]:
+    """Each candidate at `level`: its fitted cell's figure there, else the model's prediction (without a
+    stated error when the model has none for its kind: such an option is named, never offered)."""
+    out = []
+    for cand in cands:
+        cell = figures.get((cand.name, level)) if cand.measured else None
+        measured = None if cell is None else getattr(cell, metric)
+        try:
+            prediction: Prediction | None = model.predict(cand.params, level, stated=False)
+        except ConfigError:
+            prediction = None
+        out.append(Option(cand.name, measured, prediction))
+    return out
 
 
 def _pct(fraction: float | None) -> float | None:
     return None if fraction is None else round(100 * fraction, 2)
-
-
-def _predictable(model: FittedModel, params: SettingParams) -> bool:
-    try:
-        model.predict(params, 1)
-    except ConfigError:
-        return False
-    return True
 
 
 def _interval(iv: tuple[float, float] | None) -> list[float] | None:
@@ -330,6 +350,21 @@ def _prediction_json(p: Prediction) -> dict[str, Any]:
     }
 
 
+def decision_json(d: Decision) -> dict[str, Any]:
+    """One level's answer: the setting (null: not separated), whether its figure is measured or predicted,
+    the stated error and lead of a prediction, what to measure, and the sentence that says it."""
+    return {
+        "concurrency": d.concurrency,
+        "setting": d.choice,
+        "source": None if d.choice is None else ("predicted" if d.predicted else "measured"),
+        "tok_s": None if d.value is None else round(d.value, 2),
+        "stated_error_pct": _pct(d.halfwidth),
+        "lead_pct": None if d.lead_pct is None else round(d.lead_pct, 2),
+        "measure": list(d.measure),
+        "note": d.note,
+    }
+
+
 def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
     """The plan as plain JSON (definitions included, so a reader needs no other document)."""
     m = plan.model
@@ -341,9 +376,12 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
         "definitions": {
             "per_request_tok_s": "decode tok/s of one request (tokens after the first / time after the first token)",
             "aggregate_tok_s": "output tok/s of the run's cell at concurrency C (closed loop: over its steady span)",
-            "interval": "prediction x (1 +/- 2 x leave-one-cell-out RMS relative error of the chosen form)",
-            "model_error_pct": "2 x the leave-one-cell-out RMS relative error at that concurrency (the larger of the "
-            "measured levels around it); a lead over the second best below it is within model error",
+            "interval": "prediction x (1 +/- the stated error of its kind: calibrated on the model's held-out "
+            "errors of that kind, each setting and each level left out in turn; null: not stated)",
+            "frontier": "per level, the best fitted cell, unless an untested candidate's interval lies wholly above "
+            "it (then that prediction); where nothing was fitted, the best prediction only when it leads the second "
+            "by more than its stated error; otherwise setting null and `measure` lists what the model cannot "
+            "tell apart",
             "error_pct": "100 x (predicted / measured - 1)",
         },
         "fitted_settings": list(plan.fitted_settings),
@@ -353,7 +391,11 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             "shape": m.cycle.shape,
             "terms_ms": m.cycle.terms(),
             "unidentified": [list(group) for group in m.cycle.unidentified],
-            "loo_rms_pct": {k: None if v is None else round(100 * v, 2) for k, v in m.loo_rms.items()},
+            "heldout_rms_pct": {k: None if v is None else round(100 * v, 2) for k, v in m.heldout_rms.items()},
+            "stated_error_pct": {k: _pct(m.calibration.halfwidth(k)) for k in m.calibration.errors},
+            "heldout_errors": {
+                k: {"errors": len(v.errors), "held_out": v.groups} for k, v in m.calibration.errors.items()
+            },
             "train_rms_pct": round(100 * m.train_rms, 2),
             "capacity_law": m.capacity_law.describe(),
             "acceptance": {
@@ -377,22 +419,12 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             for r in plan.rows
         ],
         "unpredicted": [{"setting": name, "concurrency": c, "why": why} for name, c, why in plan.unpredicted],
+        "contradictions": list(plan.contradictions),
         "frontier": [
             {
                 "concurrency": f.concurrency,
-                "best_aggregate": {
-                    "setting": f.best_aggregate[0].name,
-                    "measured_setting": f.best_aggregate[0].measured,
-                    **_prediction_json(f.best_aggregate[1]),
-                },
-                "best_per_request": {
-                    "setting": f.best_per_request[0].name,
-                    "measured_setting": f.best_per_request[0].measured,
-                    **_prediction_json(f.best_per_request[1]),
-                },
-                "margin_over_second_pct": None if f.runner_up_margin_pct is None else round(f.runner_up_margin_pct, 2),
-                "model_error_pct": _pct(plan.model.halfwidth_at(f.concurrency)),
-                "within_model_error": within_model_error(plan.model, f),
+                "best_aggregate": decision_json(f.aggregate),
+                "best_per_request": decision_json(f.per_request),
             }
             for f in plan.frontier
         ],
@@ -402,7 +434,8 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
                 "peak_concurrency": d.peak_concurrency,
                 "max_depth": d.max_depth,
                 "best_depth_by_concurrency": [
-                    {"concurrency": c, "steps": s, **_prediction_json(p)} for c, s, p in d.by_concurrency
+                    {**decision_json(dec), "steps": s, "model": None if p is None else _prediction_json(p)}
+                    for dec, s, p in d.by_concurrency
                 ],
             }
             for d in plan.depth
@@ -415,13 +448,13 @@ __all__ = [
     "Candidate",
     "DepthChoice",
     "Plan",
+    "PlanLevel",
     "PlanRow",
-    "PredictedBest",
     "RunCells",
     "candidates",
+    "decision_json",
     "levels",
     "make_plan",
     "plan_json",
     "run_cells",
-    "within_model_error",
 ]

@@ -16,7 +16,9 @@ So when no capacity is read back, the plateau of each fitted setting is read as 
    range gives the plateau's throughput: that batch is the setting's capacity estimate.
 3. The law floor(M / (S0 + D)) is solved from the estimates as from read-back capacities, else fitted
    by least squares on 1 / MRR = (S0 + D) / M, which is linear in D; it needs two depths with a plateau
-   and capacities that fall with D.
+   and capacities that fall with D. Without a law, each plateaued setting still runs at most its own
+   estimate (a server past its KV cache, e.g. the speculators DSpark table at N = 128, queues the rest):
+   the estimates stand for that setting as a read-back capacity would, and other settings stay unbounded.
 
 A plateau can also be compute saturation (past the roofline ridge the aggregate is flat too); the caller
 keeps the inferred law only when it clearly lowers the leave-one-cell-out error (fit.LAW_MARGIN), and the
@@ -127,7 +129,7 @@ def infer_capacity(
     below them, or plateaus that are not capacity limits). `fit` fits a capacity-free model and returns its
     predict function."""
     plateaus = find_plateaus(cells)
-    if len({p.params.verified for p in plateaus}) < 2:
+    if not plateaus:
         return None
     below = below_plateaus(cells, plateaus)
     if len(below) < 3:
@@ -138,8 +140,14 @@ def infer_capacity(
         cap = estimate_capacity(plateau, predict)
         if cap is not None:
             estimates[plateau.params] = cap
+    if not estimates:
+        return None
     law = fit_law(estimates)
-    return None if law is None else InferredCapacity(law, estimates)
+    if law is None:
+        listed = ", ".join(f"{p.label} ~{cap}" for p, cap in estimates.items())
+        note = f"(no law; each setting's own, inferred from where its aggregate stops growing: {listed})"
+        law = CapacityLaw("unknown", note=note)
+    return InferredCapacity(law, estimates)
 
 
 __all__ = ["PLATEAU_GAIN", "InferredCapacity", "Plateau", "find_plateaus", "infer_capacity"]

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 class SettingParams:
     """The shape of one speculative setting, as the model sees it (engine spellings mapped by `cells.py`).
 
-    `steps` is the draft depth s (SGLang `num_steps`, vLLM `num_speculative_tokens`, llama.cpp
-    `draft_n_max`; 0 = no speculation), `topk` the branching per step, `draft_tokens` the tokens verified
-    per request per cycle (D; a chain verifies s + 1), `family` the drafter (EAGLE3, ngram-simple, ...):
-    acceptance and draft cost are fitted per family. `max_running_requests` is a user cap on running
-    requests (None: only the engine's capacity law limits them).
+    `steps` is the draft depth s (SGLang `num_steps`, vLLM `num_speculative_tokens`, llama.cpp per spec type:
+    `draft_n_max` of a draft model, an n-gram type's own length; 0 = no speculation), `topk` the branching
+    per step, `draft_tokens` the tokens verified per request per cycle (D; a chain verifies s + 1), `family`
+    the drafter (EAGLE3, ngram-simple, ...): acceptance and draft cost are fitted per family.
+    `max_running_requests` is a user cap on running requests (None: only the engine's capacity law limits
+    them).
     """
 
     steps: int = 0
@@ -79,7 +80,8 @@ class ModelCell:
 
 @dataclass(frozen=True, slots=True)
 class Prediction:
-    """The model's figures for one (setting, concurrency); intervals are (low, high) tok/s or None.
+    """The model's figures for one (setting, concurrency); intervals are (low, high) tok/s or None (no stated
+    error).
 
     `batch` = min(C, capacity): running requests; `cycle_ms` = one draft+verify iteration at that batch.
     """
@@ -93,6 +95,14 @@ class Prediction:
     aggregate_tok_s: float
     per_request_interval: tuple[float, float] | None
     aggregate_interval: tuple[float, float] | None
+    error_class: str = ""
+    """What kind of prediction this is (`perfmodel.calibration`: a measured setting at another level, an
+    unmeasured chain or tree, ...): its stated error is calibrated on held-out predictions of that kind."""
+    halfwidth: float | None = None
+    """The stated relative error (the intervals are the prediction x (1 +/- it)); None: not known."""
+    halfwidth_against_best: float | None = None
+    """For an unmeasured setting at a fitted level: the stated error of its prediction's ratio to the model's
+    prediction of the best fitted setting there (a comparison, whose shared error cancels); None otherwise."""
 
 
 __all__ = ["ModelCell", "Prediction", "SettingParams"]

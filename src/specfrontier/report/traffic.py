@@ -7,6 +7,7 @@ its definition and whether it rests on predictions; the per-level breakdown is t
 from __future__ import annotations
 
 from specfrontier.metrics.slo import slo_text
+from specfrontier.perfmodel.decide import NOT_SEPARATED
 from specfrontier.report.table_model import percent_1dp
 from specfrontier.traffic import DayFigures, TrafficAnswer
 
@@ -49,8 +50,16 @@ def _versus(f: DayFigures, best: DayFigures, answer: TrafficAnswer) -> str:
 
 
 def answer_line(answer: TrafficAnswer) -> str:
-    """What to deploy: the schedule only when it beats the best static setting beyond the model error."""
+    """What to deploy: the schedule only when it beats the best static setting beyond the model error; no
+    setting when the best static one's lead rests on predictions within their stated error."""
     best = answer.best
+    if len(answer.settings) > 1 and _within_model_error(answer.settings[1], best):
+        second = answer.settings[1]
+        predicted = sorted({lv.concurrency for f in (best, second) for lv in f.busy if lv.predicted})
+        return (
+            f"answer: {NOT_SEPARATED} C = {', '.join(map(str, predicted))}: {best.name} leads {second.name} by "
+            f"{_versus(best, second, answer)}, which rests on predicted levels within the model's stated error"
+        )
     sched = answer.schedule.figures
     if sched is not None and sched.objective > best.objective and answer.schedule.over_capacity > 0:
         return (

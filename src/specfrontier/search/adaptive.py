@@ -34,7 +34,7 @@ class AdaptiveStrategy:
     def __init__(self, settings: Sequence[EngineSetting], concurrency: Sequence[int], search: SearchConfig) -> None:
         self.search = search
         self.targets = tuple(search.target_concurrency or concurrency)
-        self.ladders: list[Ladder] = build_ladders(settings, search.max_depth)
+        self.ladders: list[Ladder] = build_ladders(settings, search.max_depth, search.extend_depth)
         self.fixed = [s for s in settings if ladder_depth(s) is None]  # baselines first: they are listed first
         self.fixed.sort(key=lambda s: s.speculative)
         self.baselines = [s.name for s in settings if not s.speculative]

@@ -2,7 +2,8 @@
 
 The space is what the config lists: its dimensions are the setting fields whose values vary
 (`search.space`: SGLang's steps x topk x draft tokens, vLLM's methods x K, ...), plus each depth
-ladder's extensions up to `search.max_depth` (chains, and trees per branching and draft-token budget).
+ladder's extensions up to `search.max_depth` (chains by default; trees per branching and draft-token
+budget only with `search.extend_depth: all`).
 
 1. design: the baseline(s) and a few settings that together hold every dimension's lowest, second and
    highest value and every category (`space.cover_design`: on SGLang's space a shallow chain, a narrow
@@ -14,18 +15,23 @@ ladder's extensions up to `search.max_depth` (chains, and trees per branching an
    failed to run), or a drafter family the model cannot predict has no measured setting, measure one
    (a family never measured is a reason to measure, never a silent "confirmed");
 4. per target level, with m the best measured setting there (the objective's median over repeats):
-   - measure the unmeasured candidate with the highest prediction if it is predicted to beat m by more
-     than the noise: the model's own error at that level (its leave-one-out RMS there) and at least
-     `search.min_gain`;
+   - measure the unmeasured candidate the model ranks highest if it stands above m by more than the error
+     the model states for that comparison: its predicted ratio to the model's own prediction of m, against
+     the stated error of such ratios (`Prediction.halfwidth_against_best`, calibrated on the model's own
+     held-out settings: neighbours share much of the model's error, so it is smaller than either
+     prediction's); where none is stated, its prediction against m's measurement with its own stated error
+     (`perfmodel.calibration`); and by at least `search.min_gain`;
    - else step from m along every dimension (`space.steps_along`: the next value up and down, each
      other category; and one depth deeper or shallower on m's ladder), the most promising move first,
-     unless the model predicts it below m by more than that noise (below m's measurement, or below its
-     own prediction of m: neighbours share much of the model's error, so their difference is surer);
-     a model fitted on fewer speculative settings than the dimensions + 2 orders moves but rules none
-     out (its leave-one-out error from a handful of cells is not an error bar);
-5. stop when every target level is confirmed: nothing unmeasured is predicted to beat the measured best
-   beyond the noise, and the moves the model cannot rule out have been measured. The stop reason names
-   the values of each dimension explored.
+     unless the model places it below m by more than the stated error of that comparison; a move whose
+     kind has no stated error is never ruled out, and a model fitted on fewer speculative settings than the
+     dimensions + 2 orders moves but rules none out;
+5. with no move left, measure the unmeasured candidate the model ranks highest if it stands above m by more
+   than `search.min_gain` (within its error: the model does not separate it from m, so it measures instead
+   of guessing);
+6. stop when every target level is confirmed: nothing unmeasured stands above m by more than that, and
+   the moves the model cannot rule out have been measured. The stop reason names the values of each
+   dimension explored and the stated errors the search stopped on.
 
 The answer is always a MEASURED setting: the model only chooses what to measure. When the model cannot
 be fitted (too few cells), the move rule alone decides, and the stop reason says so.
@@ -38,7 +44,7 @@ from collections.abc import Sequence
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.base import EngineSetting
 from specfrontier.errors import SpecFrontierError
-from specfrontier.perfmodel import FittedModel, ModelCell, fit_model, setting_params
+from specfrontier.perfmodel import FittedModel, ModelCell, Prediction, fit_model, setting_params
 from specfrontier.search.base import Done, Proposal, Step
 from specfrontier.search.ladder import Ladder, build_ladders
 from specfrontier.search.observe import Observations
@@ -83,7 +89,7 @@ class GuidedStrategy:
     def __init__(self, settings: Sequence[EngineSetting], concurrency: Sequence[int], search: SearchConfig) -> None:
         self.search = search
         self.targets = tuple(search.target_concurrency or concurrency)
-        self.ladders: list[Ladder] = build_ladders(settings, search.max_depth)
+        self.ladders: list[Ladder] = build_ladders(settings, search.max_depth, search.extend_depth)
         self.baselines = [s for s in settings if not s.speculative]
         self.candidates: dict[str, EngineSetting] = {s.name: s for s in settings}
         self.ladder_of: dict[str, tuple[Ladder, int]] = {}
@@ -122,6 +128,8 @@ class GuidedStrategy:
             step = self._beyond(c, best, value, attempted)
             if step is None:
                 step = self._move(c, best, value, attempted)
+            if step is None:
+                step = self._unseparated(c, best, value, attempted)
             if step is not None:
                 return step
             confirmed.append(f"C={c}: {best} ({value:.1f})")
@@ -187,37 +195,79 @@ class GuidedStrategy:
         except SpecFrontierError as exc:
             self.model_note = f"; the model could not be fitted ({exc}), so only moves were checked"
             return
-        loo = self.model.loo_rms.get(self.model.form)
-        error = f"leave-one-out error {loo:.0%}" if loo is not None else "no leave-one-out error (too few cells)"
-        self.model_note = f"; model: {self.model.form} cycle form, {error}"
+        self.model_note = f"; model: {self.model.form} cycle form, stated error {self.model.calibration.describe()}"
 
-    def _predict(self, name: str, c: int) -> float | None:
+    def _prediction(self, name: str, c: int) -> Prediction | None:
         if self.model is None:
             return None
         try:
-            p = self.model.predict(setting_params(self.candidates[name].parameters()), c)
+            return self.model.predict(setting_params(self.candidates[name].parameters()), c, stated=False)
         except SpecFrontierError:
+            return None
+
+    def _predict(self, name: str, c: int) -> float | None:
+        p = self._prediction(name, c)
+        if p is None:
             return None
         return p.aggregate_tok_s if self.search.objective == "aggregate_tok_s" else p.per_request_tok_s
 
-    def _band(self, c: int) -> float:
-        """The noise at C = c: the model's leave-one-out RMS error at that level (the model is not equally
-        good at every batch size), else its overall one, at least `search.min_gain`."""
-        if self.model is None:
-            return self.search.min_gain
-        loo = self.model.loo_rms_by_level.get(c, self.model.loo_rms.get(self.model.form))
-        return max(self.search.min_gain, loo or 0.0)
+    def _band(self, name: str, c: int) -> float | None:
+        """The error the model states for its prediction of `name` at C = c (its kind's, calibrated on the
+        model's held-out errors), at least `search.min_gain`; None when the model states none."""
+        p = self._prediction(name, c)
+        if p is None or p.halfwidth is None:
+            return None
+        return max(self.search.min_gain, p.halfwidth)
+
+    def _judged(self, name: str, c: int, best: str, value: float) -> tuple[float, float | None] | None:
+        """(`name`'s standing against the measured best m at C: its predicted ratio to the model's own
+        prediction of m, the stated error of such ratios), calibrated on held-out settings against the best
+        fitted one (`Prediction.halfwidth_against_best`: neighbours share much of the model's error); without
+        it, the prediction over m's measurement with the prediction's own error. The error is at least
+        `search.min_gain`, None when the model states none; None overall when nothing is predicted."""
+        p, here = self._predict(name, c), self._predict(best, c)
+        if p is None:
+            return None
+        prediction = self._prediction(name, c)
+        against = None if prediction is None else prediction.halfwidth_against_best
+        if here and against is not None:
+            return p / here, max(self.search.min_gain, against)
+        return p / value, self._band(name, c)
 
     def _beyond(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
-        predicted = {n: p for n in self.candidates if n not in attempted and (p := self._predict(n, c)) is not None}
-        if not predicted:
+        judged = {n: j for n in self.candidates if n not in attempted and (j := self._judged(n, c, best, value))}
+        beyond = {n: ratio for n, (ratio, band) in judged.items() if band is not None and ratio > 1 + band}
+        if not beyond:
             return None
-        top = max(predicted, key=lambda n: predicted[n])
-        if predicted[top] <= value * (1.0 + self._band(c)):
-            return None
+        top = max(beyond, key=lambda n: beyond[n])
+        band = judged[top][1] or 0.0
         return Proposal(
             self.candidates[top],
-            f"the model predicts {predicted[top]:.1f} at C={c}, above the measured best {best} ({value:.1f})",
+            f"the model predicts {self._predict(top, c) or 0.0:.1f} at C={c}, {100 * (beyond[top] - 1):+.1f} % against "
+            f"the measured best {best} ({value:.1f}), beyond its stated error (+/-{100 * band:.1f} %)",
+            self.targets,
+        )
+
+    def _unseparated(self, c: int, best: str, value: float, attempted: set[str]) -> Proposal | None:
+        """The unmeasured candidate the model ranks highest when it stands above the measured best by more than
+        `search.min_gain` yet within the model's error (so not measured as `_beyond`): the model does not
+        separate it from the best, so it is measured rather than ruled out; the search confirms only when
+        nothing unmeasured stands that far above the best. A model fitted on too few settings to be trusted
+        has moves only."""
+        if not self._trusted:
+            return None
+        judged = {n: j for n in self.candidates if n not in attempted and (j := self._judged(n, c, best, value))}
+        above = {n: ratio for n, (ratio, _) in judged.items() if ratio > 1.0 + self.search.min_gain}
+        if not above:
+            return None
+        top = max(above, key=lambda n: above[n])
+        band = judged[top][1]
+        shown = "no stated error" if band is None else f"+/-{100 * band:.1f} %"
+        return Proposal(
+            self.candidates[top],
+            f"the model predicts {self._predict(top, c) or 0.0:.1f} at C={c}, {100 * (above[top] - 1):+.1f} % against "
+            f"the measured best {best} ({value:.1f}) but within its error ({shown}): it does not separate them, "
+            "so measure",
             self.targets,
         )
 
@@ -246,14 +296,12 @@ class GuidedStrategy:
             ((dim, s, self._predict(s.name, c)) for dim, s in self.moves(best, c) if s.name not in attempted),
             key=lambda item: -(item[2] if item[2] is not None else float("inf")),
         )  # the more promising move first
-        band, here = self._band(c), self._predict(best, c)
         if not self._trusted:
             ranked = [(dim, setting, None) for dim, setting, _ in ranked]  # ranked, but none ruled out
         for dim, setting, predicted in ranked:
-            if predicted is not None and predicted < value * (1.0 - band):
-                continue  # the model rules it out beyond its own error
-            if predicted is not None and here is not None and predicted < here * (1.0 - band):
-                continue  # ... or below its own prediction of m (an error shared by neighbours cancels)
+            judged = None if predicted is None else self._judged(setting.name, c, best, value)
+            if judged is not None and judged[1] is not None and judged[0] < 1.0 - judged[1]:
+                continue  # the model rules it out beyond its stated error (of the ratio to m, where stated)
             shown = f"predicted {predicted:.1f}" if predicted is not None else "no prediction"
             return Proposal(
                 setting,

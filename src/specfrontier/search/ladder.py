@@ -2,17 +2,24 @@
 
 Depth is the knob whose best value moves most with load (theory.md 0.6): deeper drafts win for one user
 and lose at high concurrency. Each engine's setting says which of its fields is a chain's depth
-(`EngineSetting.depth_field`: SGLang's `num_steps` of a chain, llama.cpp's `draft_n_max` or n-gram
-`ngram_size_m`), how deep a ladder may be extended (`max_depth`) and how it is made at another depth
-(`with_depth`). A tree (SGLang `eagle_topk` > 1) has no chain depth, but its depth field is the
-engine's depth parameter (`ParamNames.depth`, the registry's vocabulary): trees with the same branching
-and draft-token budget form a ladder of their own, so adaptive search extends depth within each
+(`EngineSetting.depth_field`: SGLang's `num_steps` of a chain; llama.cpp's per spec type, `draft_n_max` of
+a draft model, `ngram_size_m` of a sized n-gram type, `ngram_mod_n_max` of ngram-mod, none for ngram-cache,
+whose 8 tokens no option changes), how deep a ladder may be extended (`max_depth`) and how it is made at
+another depth (`with_depth`). A tree (SGLang `eagle_topk` > 1) has no chain depth, but its depth field is
+the engine's depth parameter (`ParamNames.depth`, the registry's vocabulary): trees with the same
+branching and draft-token budget form a ladder of their own, so adaptive search extends depth within each
 (topk, draft tokens) family; `depth_of` stays the chain depth (schedules run chains only).
+
+That fallback walks a field only because the setting sets it, so it rests on each engine refusing a depth
+parameter its drafter does not read: llama.cpp refuses `draft_n_max` on an n-gram type (which drafts its
+own length), so an n-gram setting is never deepened through a flag the server ignores, and one without its
+own length field set (or ngram-cache) is on no ladder.
 
 Settings of one engine family with everything else equal form one ladder. A ladder can be extended past
 its deepest listed setting (`with_depth`), keeping every other parameter, so a strategy can try
 "steps = 5" that the user did not list. Extensions go on with the ladder's last step (1, 2, 3 -> 4;
-8, 16 -> 24).
+8, 16 -> 24). Which ladders grow is the config's `search.extend_depth`: chains by default, trees only when
+asked (`all`), none with `none`; a ladder that may not grow has its deepest listed depth as its maximum.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from specfrontier.config.search import ExtendDepth
 from specfrontier.engines.base import EngineSetting
 from specfrontier.engines.registry import vocabulary
 
@@ -35,7 +43,8 @@ def depth_of(setting: EngineSetting) -> int | None:
 
 def ladder_field(setting: EngineSetting) -> str | None:
     """The field a search ladder of this setting walks: the chain depth, else (a tree) the engine's
-    depth parameter when the setting sets it; None for a baseline, a schedule or an unsized type."""
+    depth parameter when the setting sets it (which its engine allows only where the drafter reads it);
+    None for a baseline, a schedule or a type whose draft length is not set (llama.cpp ngram-cache)."""
     if setting.depth_field is not None:
         return setting.depth_field
     if not setting.speculative or setting.scheduled:
@@ -147,9 +156,12 @@ class Ladder:
         return [all_depths[j] for j in (i - 1, i + 1) if 0 <= j < len(all_depths)]
 
 
-def build_ladders(settings: Sequence[EngineSetting], max_depth: int | None = None) -> list[Ladder]:
+def build_ladders(
+    settings: Sequence[EngineSetting], max_depth: int | None = None, extend: ExtendDepth = "chains"
+) -> list[Ladder]:
     """Group the speculative settings that have a depth into ladders (chains, and trees per branching and
-    draft-token budget), in the order they are listed."""
+    draft-token budget), in the order they are listed. `extend` says which ladders may grow past their deepest
+    listed depth (`search.extend_depth`): the others stay inside what the config lists."""
     taken = {s.name for s in settings}
     ladders: dict[str, Ladder] = {}
     for s in settings:
@@ -158,7 +170,9 @@ def build_ladders(settings: Sequence[EngineSetting], max_depth: int | None = Non
             continue
         key = ladder_key(s)
         if key not in ladders:
-            limit = max_depth if max_depth is not None else s.max_depth
+            chain = s.depth_field is not None
+            grows = extend == "all" or (extend == "chains" and chain)
+            limit = (max_depth if max_depth is not None else s.max_depth) if grows else depth
             ladders[key] = Ladder(key, {}, limit, taken)
         ladder = ladders[key]
         ladder.members.setdefault(depth, s)

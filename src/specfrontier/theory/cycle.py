@@ -71,6 +71,15 @@ def request_terms(batch: float) -> list[float]:
     return [1.0, batch]
 
 
+def speculation_terms(batch: float) -> list[float]:
+    """[1, B]: the columns of what speculation costs per cycle whatever its depth (`spec_overhead_ms` and a
+    per-running-request share): the draft model's extend pass over the accepted tokens, building and
+    sampling the draft tree, the accept bookkeeping. Public EAGLE-3 tables on an MoE target (AngelSlim #163,
+    SpecForge #339: Qwen3-30B-A3B on H100s) show it: a 3-step speculative cycle at one request cost 9.6-12 ms
+    where the plain decode step cost 4.5 ms, far more than 3 draft steps of a one-layer head."""
+    return [1.0, batch]
+
+
 def draft_terms(steps: int, batch: float, topk: int) -> list[float]:
     """[s, s * B * k]: the columns of the draft forwards' costs (`draft_step_ms`, `draft_token_ms`): s draft
     steps, each drafting k tokens for each of the B running requests."""
@@ -161,6 +170,7 @@ __all__ = [
     "expert_coverage_fraction",
     "request_terms",
     "routing_ratio",
+    "speculation_terms",
     "verified_tokens",
     "verify_terms",
 ]

@@ -15,10 +15,11 @@ profile (whose aggregate is the demand, the same for every setting that keeps up
 
 Levels the run measured use the measured cell (median over repeats, evidence only). A level between two
 measured ones uses the performance model's prediction (`perfmodel`, as `plan` predicts), with its stated
-error (`FittedModel.halfwidth_at`); its SLO verdict is met only when both measured neighbours meet it
-(latency grows with load). A level outside the measured range is refused: the model is not trusted beyond
-the cells it was fitted to. Every figure says whether it is measured or predicted, and each answer the
-share of busy time that rests on predictions.
+error (`Prediction.halfwidth`: calibrated on the model's held-out errors for a fitted setting at an untested
+level; a level whose error the model cannot state is refused like one it cannot predict); its SLO verdict is
+met only when both measured neighbours meet it (latency grows with load). A level outside the measured range
+is refused: the model is not trusted beyond the cells it was fitted to. Every figure says whether it is
+measured or predicted, and each answer the share of busy time that rests on predictions.
 
 A rate profile (req/s) becomes a concurrency profile per setting by Little's law: in a closed loop at C the
 setting completes X(C) = aggregate(C) / mean output tokens requests per second with mean latency
@@ -169,7 +170,14 @@ class LevelSource:
                 f"{OPTION}: C = {c} lies between measured levels and the performance model could not be fitted "
                 f"({self.model_problem}); fix: measure C = {c}, or use a profile of measured levels only"
             )
-        agg, per_user, error = model.predict(setting, c)
+        try:
+            agg, per_user, error = model.predict(setting, c)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{OPTION}: C = {c} lies between measured levels and the performance model does not predict "
+                f"{setting} there ({str(exc).removeprefix('model: ').split('; fix:')[0]}); fix: measure C = {c}, "
+                "or use a profile of measured levels only"
+            ) from None
         met = None
         if self.slos:
             below = max(lv for lv in levels if lv < c)

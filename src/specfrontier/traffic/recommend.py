@@ -122,11 +122,10 @@ def fit_predictor(data: RunData, cells: Sequence[object], rho: float | None) -> 
     params = {c.setting: c.params for c in model_cells}
 
     def predict(setting: str, c: int) -> tuple[float, float, float | None]:
-        p = model.predict(params[setting], c)
-        return p.aggregate_tok_s, p.per_request_tok_s, model.halfwidth_at(c)
+        p = model.predict(params[setting], c)  # refuses a level whose kind of prediction has no stated error
+        return p.aggregate_tok_s, p.per_request_tok_s, p.halfwidth
 
-    half = model.interval_halfwidth
-    error = f"+/- {100 * half:.0f}% (2 x leave-one-cell-out RMS)" if half is not None else "error unknown"
+    error = f"stated error calibrated on its held-out errors: {model.calibration.describe()}"
     return Predictor(predict, f"performance model ({model.form}, fitted to {model.cells} cells), {error}"), ""
 
 

@@ -15,7 +15,7 @@ from specfrontier.analysis.sequential import level_settled, open_levels
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "baseline": {},
-    "ngram-8": {"spec_type": "ngram-simple", "draft_n_max": 8},
+    "ngram-8": {"spec_type": "ngram-simple", "ngram_size_m": 8},
 }
 
 

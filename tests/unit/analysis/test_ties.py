@@ -12,8 +12,8 @@ from specfrontier.analysis.decisions import draft_length, recommended_per_concur
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "baseline": {},
-    "ngram-4": {"spec_type": "ngram-simple", "draft_n_max": 4},
-    "ngram-8": {"spec_type": "ngram-simple", "draft_n_max": 8},
+    "ngram-4": {"spec_type": "ngram-simple", "ngram_size_m": 4},
+    "ngram-8": {"spec_type": "ngram-simple", "ngram_size_m": 8},
 }
 
 
@@ -29,8 +29,13 @@ def test_draft_length_reads_each_engines_parameter() -> None:
     assert draft_length({"num_draft_tokens": 6, "num_steps": 3}) == 6
     assert draft_length({"num_steps": 3}) == 4  # SGLang topk-1 chain: steps + 1
     assert draft_length({"spec_type": "ngram-simple", "ngram_size_n": 3, "ngram_size_m": 16}) == 16
-    assert draft_length({"ngram_size_m": 16, "draft_n_max": 8}) == 8  # the cap wins
-    assert draft_length({"spec_type": "ngram-simple"}) == math.inf  # unknown: assumed the most expensive
+    # llama.cpp: each type drafts its own length (common/speculative.cpp common_speculative_n_max), draft_n_max
+    # only for a draft model; unset, llama-server's default (size-m 48, ngram-mod 64; ngram-cache always 8)
+    assert draft_length({"spec_type": "ngram-simple", "ngram_size_m": 16, "draft_n_max": 8}) == 16
+    assert draft_length({"spec_type": "ngram-simple"}) == 48
+    assert draft_length({"spec_type": "ngram-cache"}) == 8
+    assert draft_length({"spec_type": "draft-simple"}) == 3
+    assert draft_length({"method": "ngram"}) == math.inf  # unknown: assumed the most expensive
 
 
 def test_tie_with_a_shorter_draft_goes_to_the_shorter_draft(tmp_path: Path) -> None:

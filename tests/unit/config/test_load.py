@@ -71,9 +71,19 @@ def test_missing_settings_means_the_default_settings() -> None:
         ),
         ({"settings": [{"name": "b", "draft_n_max": 4}]}, "settings[b]: draft_n_max", "fix: set spec_type"),
         (
-            {"settings": [BASELINE, {"name": "n", "spec_type": "ngram-simple", "draft_n_min": 5, "draft_n_max": 2}]},
+            {"settings": [BASELINE, {"name": "n", "spec_type": "draft-simple", "draft_n_min": 5, "draft_n_max": 2}]},
             "draft_n_min = 5 > draft_n_max = 2",
             "fix: make draft_n_min",
+        ),
+        (  # llama.cpp reads draft_n_max only for a draft model (common/speculative.cpp common_speculative_n_max)
+            {"settings": [BASELINE, {"name": "n", "spec_type": "ngram-simple", "draft_n_max": 8}]},
+            "settings[n]: draft_n_max = 8 with spec_type 'ngram-simple'",
+            "fix: remove draft_n_max and set ngram-simple's draft length with ngram_size_m",
+        ),
+        (
+            {"settings": [BASELINE, {"name": "c", "spec_type": "ngram-cache", "draft_n_max": 8}]},
+            "settings[c]: draft_n_max = 8 with spec_type 'ngram-cache'",
+            "fix: remove draft_n_max; ngram-cache always drafts up to 8 tokens",
         ),
         ({"settings": [{"name": "has space"}]}, "settings[0].name", "fix: use letters"),
         ({"workload": {"max_tokens": 0}}, "workload.max_tokens = 0", "fix: use a larger value"),

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from specfrontier.config.common import describe_validation_error
+from specfrontier.config.space import expand_space
 from specfrontier.engines.llamacpp import (
     LlamaCppAdapter,
     LlamaCppEngine,
@@ -122,6 +125,69 @@ def test_setting_the_installed_version_cannot_express_is_refused_before_launch(t
     s = LlamaCppSetting(name="ng", spec_type="ngram-mod")
     with pytest.raises(ConfigError, match=r"settings\[ng\]\.spec_type: .*--spec-type.*fix: install"):
         adapter.prepare((s,))
+
+
+@pytest.mark.parametrize(
+    ("spec_type", "given", "fix"),
+    [
+        (
+            "ngram-simple",
+            {"draft_n_max": 8},
+            "fix: remove draft_n_max and set ngram-simple's draft length with ngram_size_m (default 48)",
+        ),
+        (
+            "ngram-map-k",
+            {"draft_n_max": 8},
+            "fix: remove draft_n_max and set ngram-map-k's draft length with ngram_size_m",
+        ),
+        ("ngram-map-k4v", {"draft_n_min": 2}, "fix: remove draft_n_min; ngram-map-k4v has no minimum draft length"),
+        (
+            "ngram-mod",
+            {"draft_n_max": 8},
+            "fix: remove draft_n_max and set ngram-mod's draft length with ngram_mod_n_max (default 64)",
+        ),
+        (
+            "ngram-mod",
+            {"draft_n_min": 2},
+            "fix: remove draft_n_min and set ngram-mod's minimum draft length with ngram_mod_n_min",
+        ),
+        ("ngram-cache", {"draft_n_max": 8}, "fix: remove draft_n_max; ngram-cache always drafts up to 8 tokens"),
+        ("ngram-cache", {"draft_p_min": 0.5}, "fix: remove draft_p_min; an n-gram drafter has no draft probability"),
+    ],
+)
+def test_draft_model_knobs_on_an_ngram_type_are_refused_naming_the_types_own(
+    spec_type: str, given: dict[str, object], fix: str
+) -> None:
+    """llama.cpp b11434 reads draft.n_max/n_min/p_min only for the draft-model types: `common_speculative_n_max`
+    (common/speculative.cpp:2396-2430) takes `draft.n_max` for DRAFT_SIMPLE/EAGLE3/MTP/DFLASH/DSPARK,
+    `size_m` for NGRAM_SIMPLE/MAP_K/MAP_K4V, `ngram_mod.n_max` for NGRAM_MOD and 8 for NGRAM_CACHE
+    (`create_state_ngram_cache`, line 2272); only the draft implementations (lines 218, 514, 982, 1390) are
+    built from `params.draft`, the n-gram ones (1831, 1876, 1930, 2105) are not. (The per-request
+    `speculative.n_max/n_min/p_min` of tools/server/server-schema.cpp:200-208 would set `draft.*` too, and
+    sit inside `#if 0` there.) So an n-gram setting with them runs the same server under another name."""
+    ((field, value),) = given.items()
+    with pytest.raises(ValidationError) as caught:
+        LlamaCppSetting.model_validate({"name": "ng", "spec_type": spec_type, **given})
+    message = describe_validation_error(caught.value, "config")
+    assert message.startswith(f"config: settings[ng]: {field} = {value} with spec_type {spec_type!r}: "), message
+    assert "only for a draft-model type (draft-simple)" in message and "common_speculative_n_max" in message
+    assert fix in message, message
+
+
+def test_draft_model_knobs_on_no_speculation_are_refused() -> None:
+    with pytest.raises(ValidationError, match=r"need a draft-model spec_type; fix: set spec_type: draft-simple"):
+        LlamaCppSetting(name="b", draft_p_min=0.5)
+
+
+def test_a_space_crossing_spec_type_with_draft_knobs_keeps_one_ngram_setting_per_own_knob() -> None:
+    """The engine runs an n-gram type the same whatever draft_n_max says, so those combinations collapse
+    (`EngineSetting.space_point`) instead of being refused: the n-gram settings survive, once each."""
+    space = {"spec_type": ["draft-simple", "ngram-simple"], "draft_n_max": [4, 8], "ngram_size_m": [None, 16]}
+    expansion = expand_space(space, LlamaCppSetting)
+    names = [s["name"] for s in expansion.settings]
+    assert names == ["baseline", "draft-simple-d4", "draft-simple-d8", "ngram-simple", "ngram-simple-m16"], names
+    assert all("draft_n_max" not in s for s in expansion.settings if str(s["name"]).startswith("ngram"))
+    assert "an n-gram spec_type ignores draft_n_max/draft_n_min/draft_p_min" in expansion.summary()
 
 
 def test_missing_model_file_names_the_field(tmp_path: Path) -> None:

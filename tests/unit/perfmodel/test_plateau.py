@@ -94,11 +94,13 @@ def test_aggregate_only_cells_give_the_capacity_law_and_the_right_depth_at_every
     assert "inferred from where aggregate throughput stops growing" in " ".join(model.describe())
     for c in cells:
         assert model.capacity(c.params) == _capacity(c.params)
-        assert model.predict(c.params, c.concurrency).aggregate_tok_s == pytest.approx(c.aggregate_tok_s, rel=0.02)
+        assert model.predict(c.params, c.concurrency, stated=False).aggregate_tok_s == pytest.approx(
+            c.aggregate_tok_s, rel=0.02
+        )
     for level in LEVELS:
         row = [c for c in cells if c.concurrency == level]
         best = max(row, key=lambda c: c.aggregate_tok_s or 0.0)
-        chosen = max(row, key=lambda c: model.predict(c.params, level).aggregate_tok_s)
+        chosen = max(row, key=lambda c: model.predict(c.params, level, stated=False).aggregate_tok_s)
         assert chosen.params == best.params, level
 
 
@@ -116,7 +118,7 @@ def test_compute_saturation_is_not_read_as_a_capacity_when_per_request_figures_t
     assert find_plateaus(cells)  # the aggregate does lie flat past the ridge
     model = fit_model(cells)
     assert model.capacity_law.kind == "unknown"
-    assert model.predict(SettingParams(steps=5, family="EAGLE3"), 64).batch == 64
+    assert model.predict(SettingParams(steps=5, family="EAGLE3"), 64, stated=False).batch == 64
 
 
 def test_aggregate_only_compute_saturation_may_read_as_a_capacity_but_picks_the_right_depth() -> None:
@@ -129,10 +131,12 @@ def test_aggregate_only_compute_saturation_may_read_as_a_capacity_but_picks_the_
     for level in LEVELS:
         row = [c for c in cells if c.concurrency == level]
         best = max(row, key=lambda c: c.aggregate_tok_s or 0.0)
-        chosen = max(row, key=lambda c: model.predict(c.params, level).aggregate_tok_s)
+        chosen = max(row, key=lambda c: model.predict(c.params, level, stated=False).aggregate_tok_s)
         assert chosen.params == best.params, level
         for c in row:
-            assert model.predict(c.params, level).aggregate_tok_s == pytest.approx(c.aggregate_tok_s, rel=0.06)
+            assert model.predict(c.params, level, stated=False).aggregate_tok_s == pytest.approx(
+                c.aggregate_tok_s, rel=0.06
+            )
 
 
 def test_read_back_capacities_are_never_replaced_by_an_inferred_law() -> None:

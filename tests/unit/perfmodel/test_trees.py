@@ -69,12 +69,12 @@ def test_a_fitted_family_predicts_its_other_tree_shapes() -> None:
         for c in (1, 4, 16, 64):
             b = min(c, _capacity(p))
             expected = 1000 * b * _tau(p) / _cycle_ms(b, p)
-            assert model.predict(p, c).aggregate_tok_s == pytest.approx(expected, rel=0.02), (p.label, c)
+            assert model.predict(p, c, stated=False).aggregate_tok_s == pytest.approx(expected, rel=0.02), (p.label, c)
 
 
 def test_trees_of_a_family_measured_only_as_chains_are_not_predictable() -> None:
     model = fit_model(_cells([_p(1), _p(2), _p(3)]), rho=RHO)
-    assert model.predict(_p(4), 4).aggregate_tok_s > 0  # its chains are
+    assert model.predict(_p(4), 4, stated=False).aggregate_tok_s > 0  # its chains are
     with pytest.raises(ConfigError, match=r"not predictable.*measure one tree setting of EAGLE3"):
         model.predict(_p(3, 4, 16), 4)
     assert any("trees (topk > 1) not predictable" in line for line in model.describe())
@@ -93,7 +93,9 @@ def test_rank_share_is_fitted_from_throughput_when_no_acceptance_is_reported() -
     errors = []
     for p in UNSEEN:
         for c in (1, 4):  # below every capacity: no law is given without read-back
-            errors.append(abs(model.predict(p, c).aggregate_tok_s / (1000 * c * _tau(p) / _cycle_ms(c, p)) - 1))
+            errors.append(
+                abs(model.predict(p, c, stated=False).aggregate_tok_s / (1000 * c * _tau(p) / _cycle_ms(c, p)) - 1)
+            )
     assert max(errors) < 0.05
 
 

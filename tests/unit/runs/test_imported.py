@@ -40,20 +40,20 @@ def test_csv_rows_with_acceptance_and_batch_size(tmp_path: Path) -> None:
         "setting,spec_type,draft_n_max,batch_size,aggregate_tok_s,per_request_tok_s,capacity,"
         "acceptance_length,acceptance_per_position\n"
         "base,none,,1,50,50,4,,\n"
-        "ng8,ngram-simple,8,1,70.5,70.5,4,2.5,0.8;0.5;0.2\n"
-        "ng8,ngram-simple,8,4,150,40,4,2.4,\n",
+        "d8,draft-simple,8,1,70.5,70.5,4,2.5,0.8;0.5;0.2\n"
+        "d8,draft-simple,8,4,150,40,4,2.4,\n",
         encoding="utf-8",
     )
     table = load_table(path, engine="llamacpp")
     assert table.engine == "llamacpp"
-    assert [(s.name, s.speculative) for s in table.settings] == [("base", False), ("ng8", True)]
+    assert [(s.name, s.speculative) for s in table.settings] == [("base", False), ("d8", True)]
     first = table.cells[1]
     assert first.acceptance_per_position == (0.8, 0.5, 0.2) and first.acceptance_length == 2.5
     store = Store(tmp_path / "s.db")
     run_id = store_table(store, table)
     back = store.imported_cells(run_id)
-    assert sorted((c.setting_id, c.concurrency) for c in back) == [("base", 1), ("ng8", 1), ("ng8", 4)]
-    assert next(c for c in back if c.setting_id == "ng8" and c.concurrency == 1).acceptance_per_position == (
+    assert sorted((c.setting_id, c.concurrency) for c in back) == [("base", 1), ("d8", 1), ("d8", 4)]
+    assert next(c for c in back if c.setting_id == "d8" and c.concurrency == 1).acceptance_per_position == (
         0.8,
         0.5,
         0.2,

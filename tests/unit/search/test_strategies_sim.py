@@ -222,8 +222,9 @@ def test_guided_on_a_space_of_trees_measures_trees_and_names_the_dimensions_expl
         assert line.split(": ", 1)[1].startswith(("design: covers the space's dimensions", "move along", "the model"))
 
 
-def test_adaptive_extends_depth_within_each_tree_family(tmp_path: Path) -> None:
-    sweep = _run(tmp_path, _trees(SearchConfig(strategy="adaptive", target_concurrency=(1,), max_depth=4)))
+def test_adaptive_extends_depth_within_each_tree_family_when_asked(tmp_path: Path) -> None:
+    search = SearchConfig(strategy="adaptive", target_concurrency=(1,), max_depth=4, extend_depth="all")
+    sweep = _run(tmp_path, _trees(search))
     measured = _measured(sweep)
     assert measured[0] == "no-spec"
     # Each (topk, draft tokens) family is walked from its shallowest listed depth; at C=1 depth pays, so
@@ -233,6 +234,9 @@ def test_adaptive_extends_depth_within_each_tree_family(tmp_path: Path) -> None:
     run_id = sweep.store.runs()[0].run_id
     added = {s.name: s.params for s in sweep.store.settings(run_id) if s.name.endswith("-d4")}
     assert all(p["num_steps"] == 4 and p["eagle_topk"] in (2, 4) for p in added.values())
+    # by default (search.extend_depth: chains) trees stay inside the listed settings
+    listed = _run(tmp_path, _trees(SearchConfig(strategy="adaptive", target_concurrency=(1,), max_depth=4)), "l.db")
+    assert not any(name.endswith("-d4") for name in _measured(listed))
 
 
 def test_budget_counts_settings_handed_out_before_they_report_their_start(tmp_path: Path) -> None:

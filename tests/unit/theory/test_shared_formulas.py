@@ -14,7 +14,7 @@ from specfrontier.sim.calibrate import ACCEPTANCE, with_parameters
 from specfrontier.sim.profile import load_profile
 from specfrontier.theory.acceptance import MAX_RATE, scaled_miss_rate
 from specfrontier.theory.capacity import S0_GRID, hybrid_state_capacity, solve_hybrid_state_law
-from specfrontier.theory.cycle import cycle_time_ms, draft_terms, request_terms
+from specfrontier.theory.cycle import cycle_time_ms, draft_terms, request_terms, speculation_terms
 from specfrontier.theory.throughput import (
     cycle_ms_from_aggregate,
     cycle_ms_from_rate,
@@ -29,10 +29,14 @@ def test_the_cycle_time_is_its_columns_weighed_by_the_costs() -> None:
     costs = load_profile("seed-qwen3.5-122b-a10b").cycle.model_copy(update={"expert_ms": 0.0, "compute_token_ms": 0.0})
     params = SettingParams(steps=3, topk=2, draft_tokens=6, family="eagle3")
     row = features("dense", None, ["eagle3"], 5, params)
-    coefficients = [costs.base_ms, costs.request_ms, costs.draft_step_ms, costs.draft_token_ms, costs.verify_token_ms]
-    expected = cycle_time_ms(costs, 5, True, 3, 2, 6, 1, 1) - costs.spec_overhead_ms
+    # the speculation term carries the simulator's per-cycle overhead (its per-request share is 0 there)
+    coefficients = [
+        costs.base_ms, costs.request_ms, costs.spec_overhead_ms, 0.0, costs.draft_step_ms, costs.draft_token_ms,
+        costs.verify_token_ms,
+    ]  # fmt: skip
+    expected = cycle_time_ms(costs, 5, True, 3, 2, 6, 1, 1)
     assert float(row @ coefficients) == pytest.approx(expected)
-    assert request_terms(5) == [1.0, 5] and draft_terms(3, 5, 2) == [3.0, 30]
+    assert request_terms(5) == [1.0, 5] and draft_terms(3, 5, 2) == [3.0, 30] and speculation_terms(5) == [1.0, 5]
 
 
 def test_a_measured_rate_reads_back_to_the_cycle_time_that_predicts_it() -> None:

@@ -4,6 +4,7 @@ gain, predictions between measured levels, and replicas for a peak (issue 33).""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -16,10 +17,13 @@ from specfrontier.analysis import RunData, load_run
 from specfrontier.engines.sglang import SGLangSetting
 from specfrontier.engines.sim import SimEngine, SimTuneConfig
 from specfrontier.metrics.slo import parse_slo
+from specfrontier.perfmodel.decide import NOT_SEPARATED
 from specfrontier.report.traffic import answer_line
 from specfrontier.schedules.choose import depth_schedule
 from specfrontier.store import Store
 from specfrontier.traffic import parse_peak, traffic_answer
+from specfrontier.traffic.figures import DayFigures, LevelFigure
+from specfrontier.traffic.recommend import ScheduleAnswer
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64)
 NIGHT = {1: 0.5, 2: 0.2, 4: 0.25, 16: 0.05}
@@ -294,3 +298,26 @@ def test_a_one_range_schedule_is_the_static_setting_and_never_recommended(tmp_pa
     assert answer.schedule.figures is None
     assert answer.schedule.note.startswith("no schedule: s4 is the best at every measured batch size")
     assert answer_line(answer) == "answer: deploy s4 (static)"
+
+
+def test_a_lead_that_rests_on_predictions_within_their_error_names_no_setting(
+    seed_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Issue 38: where the model's error exceeds the difference between settings, the answer says so and
+    names the levels to measure instead of a setting to deploy."""
+    path, run_id = seed_run
+    store = Store(path, read_only=True)
+    answer = traffic_answer(store, run_id, _profile(tmp_path, {3: 0.5, 12: 0.5}))  # every level predicted
+
+    def level(c: int, agg: float, predicted: bool) -> LevelFigure:
+        return LevelFigure(c, 0.5, "x", agg, None, None, predicted, 0.1 if predicted else None)
+
+    near = DayFigures("a", (level(1, 100.0, False), level(3, 110.0, True)), False)
+    close = DayFigures("b", (level(1, 98.0, False), level(3, 105.0, True)), False)
+    answer = dataclasses.replace(answer, schedule=ScheduleAnswer(None, "", "no schedule"))
+    tied = dataclasses.replace(answer, settings=(near, close))
+    line = answer_line(tied)
+    assert line.startswith(f"answer: {NOT_SEPARATED} C = 3: a leads b by ")
+    apart = DayFigures("b", (level(1, 50.0, False), level(3, 50.0, True)), False)
+    assert answer_line(dataclasses.replace(answer, settings=(near, apart))).startswith("answer: deploy a")
+    assert answer.model is not None and "stated error calibrated on its held-out errors" in answer.model
