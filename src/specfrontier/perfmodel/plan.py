@@ -328,7 +328,8 @@ def _options(
     return out
 
 
-def _pct(fraction: float | None) -> float | None:
+def _percent_2dp(fraction: float | None) -> float | None:
+    """A fraction as a percentage rounded to 2 decimals for the JSON plan (0.12345 -> 12.35); None stays None."""
     return None if fraction is None else round(100 * fraction, 2)
 
 
@@ -358,7 +359,7 @@ def decision_json(d: Decision) -> dict[str, Any]:
         "setting": d.choice,
         "source": None if d.choice is None else ("predicted" if d.predicted else "measured"),
         "tok_s": None if d.value is None else round(d.value, 2),
-        "stated_error_pct": _pct(d.halfwidth),
+        "stated_error_pct": _percent_2dp(d.halfwidth),
         "lead_pct": None if d.lead_pct is None else round(d.lead_pct, 2),
         "measure": list(d.measure),
         "note": d.note,
@@ -391,12 +392,12 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             "shape": m.cycle.shape,
             "terms_ms": m.cycle.terms(),
             "unidentified": [list(group) for group in m.cycle.unidentified],
-            "heldout_rms_pct": {k: None if v is None else round(100 * v, 2) for k, v in m.heldout_rms.items()},
-            "stated_error_pct": {k: _pct(m.calibration.halfwidth(k)) for k in m.calibration.errors},
+            "heldout_rms_pct": {k: _percent_2dp(v) for k, v in m.heldout_rms.items()},
+            "stated_error_pct": {k: _percent_2dp(m.calibration.halfwidth(k)) for k in m.calibration.errors},
             "heldout_errors": {
                 k: {"errors": len(v.errors), "held_out": v.groups} for k, v in m.calibration.errors.items()
             },
-            "train_rms_pct": round(100 * m.train_rms, 2),
+            "train_rms_pct": _percent_2dp(m.train_rms),
             "capacity_law": m.capacity_law.describe(),
             "acceptance": {
                 f: {"conditional_rates": [round(a, 4) for a in fam.conditional], "source": fam.source}
