@@ -10,8 +10,7 @@ SGLang in three processes: ~20-100 s on 2 cores); the sweep launches its own per
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,14 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from builders import run_bench, tagged_processes
-from sglang_frontend import SGLANG_VERSION, frontend_engine, require_sglang
+from builders import run_bench
+from sglang_frontend import (  # noqa: F401 (frontend_tagged: the module's autouse fixture)
+    SGLANG_VERSION,
+    frontend_engine,
+    frontend_server,
+    frontend_tagged,
+    require_sglang,
+)
 from specfrontier.analysis import load_run
 from specfrontier.config.load import parse_config
 from specfrontier.engines.sglang import SGLangAdapter, SGLangEngine, SGLangSetting
@@ -35,23 +40,12 @@ from specfrontier.store import Store
 
 pytestmark = [pytest.mark.sglang, pytest.mark.slow]
 
-TAG = f"SPECFRONTIER_SGLANG_FRONTEND_TEST={uuid.uuid4().hex}"
 NGRAM = SGLangSetting(name="ngram-d4", algorithm="NGRAM", num_draft_tokens=4)
 COPY = "Repeat exactly: the quick brown fox jumps over the lazy dog. the quick brown fox"
 PROMPTS = (
     Prompt("copy", "test", "chat", 24, messages=(("user", COPY),)),
     Prompt("list", "test", "completion", 24, text="Count from one to twenty in words, separated by commas."),
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _tagged() -> Iterator[None]:
-    """Every process the module starts carries TAG; none may outlive it."""
-    key, value = TAG.split("=")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(key, value)
-        yield
-    assert not tagged_processes(TAG, b"sglang_frontend"), "SGLang front-end processes left running"
 
 
 class Served:
@@ -68,16 +62,8 @@ async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Serv
     adapter.prepare((NGRAM,))
     port = free_port()
     argv = adapter.command(NGRAM, port=port, max_concurrency=4)
-    server = ServerProcess(argv, tmp_path_factory.mktemp("sglang") / "server.log")
-    server.start()
-    root = f"http://127.0.0.1:{port}"
-    try:
-        await server.wait_ready(
-            root + adapter.health_path, timeout_s=adapter.startup_timeout_s, probe_timeout_s=adapter.health_timeout_s
-        )
-        yield Served(root, adapter, server)
-    finally:
-        server.stop()
+    async with frontend_server(argv, port, tmp_path_factory.mktemp("sglang") / "server.log") as server:
+        yield Served(f"http://127.0.0.1:{port}", adapter, server)
 
 
 def _recording(adapter: SGLangAdapter, seen: list[Mapping[str, Any]]) -> Any:

@@ -45,6 +45,7 @@ from specfrontier.engines.base import (
     ParamNames,
     ScheduleFormat,
     get_json,
+    without_options,
 )
 from specfrontier.engines.probe import help_options, probe_help
 from specfrontier.engines.registry import EngineSpec, register, register_schedule_format
@@ -294,6 +295,21 @@ class SGLangTuneConfig(TuneBase):
             )
         return self
 
+    @model_validator(mode="after")
+    def _schedules_not_turned_off(self) -> SGLangTuneConfig:
+        """Engine arguments under which SGLang would run every schedule as its static setting (see
+        ADAPTIVE_OFF_FLAGS), refused where a schedule is listed or `verify_schedule` will add one."""
+        flag = adaptive_off_flag(self.engine.extra_args)
+        scheduled = next((s.name for s in self.settings if s.adaptive_config is not None), None)
+        if flag is not None and (scheduled is not None or self.verify_schedule):
+            who = f"settings[{scheduled}] has adaptive_config" if scheduled else "verify_schedule measures a schedule"
+            raise ValueError(
+                f"engine.extra_args has {flag} and {who}: SGLang turns adaptive mode off under "
+                f"{ADAPTIVE_OFF_FLAGS[flag]} (a warning, then the static setting under the schedule's name); fix: "
+                f"remove {flag}, or measure no schedule"
+            )
+        return self
+
 
 SPEC_DEFAULT_CAP = 48
 REQUIRED_FLAGS = ("--host", "--port", "--max-running-requests")
@@ -434,6 +450,7 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 
     async def capacity(self, session: aiohttp.ClientSession, base_url: str, setting: SGLangSetting) -> Capacity:
         info = await self._server_info(session, base_url)
+        check_schedule_taken(info, setting)
         return capacity_from_server_info(info, setting)
 
     @classmethod
@@ -472,6 +489,21 @@ class SGLangAdapter(EngineAdapter[SGLangSetting]):
 SERVER_INFO_KEYS = ("max_running_requests", "internal_states", "max_total_num_tokens", "speculative_algorithm")
 """Keys of SGLang's resolved server args: another engine's `/server_info` (newer trtllm-serve has one,
 vLLM's in dev mode) holds none of them, so it is not taken for SGLang."""
+
+
+def check_schedule_taken(info: Mapping[str, Any], setting: SGLangSetting) -> None:
+    """A scheduled setting whose server resolved adaptive mode off is not measured: SGLang turns it off with a
+    warning, not an error, under flags this adapter does not check (attention DP, multi-layer EAGLE, two-batch
+    overlap, PD multiplexing: 0.5.23 `srt/speculative/adaptive_spec_params.py:56-100`,
+    `srt/arg_groups/speculative_hook.py:1374-1389`), and then serves the static setting under the schedule's
+    name. `/server_info` reports the resolved `speculative_adaptive`."""
+    if setting.adaptive_config is not None and info.get("speculative_adaptive") is False:
+        raise EngineResponseError(
+            f"sglang /server_info: speculative_adaptive = false for settings[{setting.name}], which runs an adaptive "
+            "config: SGLang turned the schedule off at start-up and serves the static setting (its log says why: "
+            "'speculative_adaptive disabled: ...'); fix: remove the flag it names from extra_args (attention DP, "
+            "multi-layer EAGLE, two-batch overlap and PD multiplexing disable it)"
+        )
 
 
 def capacity_from_server_info(info: Mapping[str, Any], setting: SGLangSetting) -> Capacity:
@@ -540,6 +572,19 @@ def spec_stats_from_chunk(chunk: Mapping[str, Any]) -> RequestSpecStats | None:
 # so it is set to the deepest. Adaptive mode runs EAGLE/EAGLE3 with eagle_topk 1 only.
 
 ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+ADAPTIVE_OFF_FLAGS = {
+    "--enable-two-batch-overlap": "two-batch overlap",
+    "--enable-pdmux": "PD multiplexing",
+    "--enable-multi-layer-eagle": "multi-layer EAGLE",
+}
+"""Launch flags under which SGLang 0.5.23 turns adaptive mode off with a warning and runs the static setting
+(`srt/speculative/adaptive_spec_params.py:85-99`, `srt/arg_groups/speculative_hook.py:1374-1389`); attention DP
+does too, but follows from the parallel sizes, so it is caught after launch (`check_schedule_taken`)."""
+
+
+def adaptive_off_flag(args: Sequence[str]) -> str | None:
+    """The first of ADAPTIVE_OFF_FLAGS in `args` (either spelling, `--flag` or `--flag=value`), else None."""
+    return next((name for arg in args if (name := arg.split("=", 1)[0]) in ADAPTIVE_OFF_FLAGS), None)
 
 
 def sglang_adaptive_config(schedule: Any) -> dict[str, Any]:
@@ -576,6 +621,12 @@ def _check_adaptive(setting: SGLangSetting, where: str) -> None:
             f"{where}: adaptive_config needs eagle_topk = 1 (SGLang falls back to static speculation without an "
             "error otherwise); fix: set eagle_topk to 1"
         )
+    flag = adaptive_off_flag(setting.extra_args)
+    if flag is not None:
+        raise ValueError(
+            f"{where}: extra_args has {flag} with adaptive_config: SGLang turns adaptive mode off under "
+            f"{ADAPTIVE_OFF_FLAGS[flag]} (a warning, then the static setting); fix: remove {flag} or adaptive_config"
+        )
     if not config:
         raise ValueError(f"{where}: adaptive_config is empty; fix: list candidate steps per batch size: {{1: [3]}}")
     for lo, steps in config.items():
@@ -594,6 +645,18 @@ def _check_adaptive(setting: SGLangSetting, where: str) -> None:
         )
 
 
+SCHEDULE_SWAPPED_FLAGS = {
+    "--speculative-algorithm": 1,
+    "--speculative-num-steps": 1,
+    "--speculative-eagle-topk": 1,
+    "--speculative-num-draft-tokens": 1,
+    "--speculative-adaptive": 0,
+    "--speculative-adaptive-config": 1,
+}
+"""The flags a schedule's command sets itself (with how many values follow each): taken out of the measured
+setting's command before the schedule's are appended (argparse would take the last, but one of each reads true)."""
+
+
 def sglang_adaptive_command(
     schedule: Any,
     config_path: str,
@@ -602,19 +665,27 @@ def sglang_adaptive_command(
     draft_model: str | None = "<draft-model-path>",
     launch: Deployable | None = None,
 ) -> str:
-    """`sglang.launch_server` in adaptive mode at the schedule's deepest step, reading `config_path` (with the
-    environment of `launch`, the deployable command of a setting the run measured on SGLang)."""
+    """The server in adaptive mode at the schedule's deepest step, reading `config_path`. From `launch`, the
+    deployable command of the ladder's deepest setting measured on SGLang (its interpreter and launcher,
+    model, draft, `--tp-size`, memory, capacity, extra arguments and environment: what the schedule's ranges
+    were measured with), with the speculative flags swapped; without it, `python -m sglang.launch_server`
+    with placeholders."""
     steps = schedule.max_depth
     t = schedule.template
-    argv = ["python", "-m", "sglang.launch_server", "--model-path", model, "--speculative-algorithm", t.drafter or ""]
+    spec = ["--speculative-algorithm", t.drafter or ""]
+    spec += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
+    spec += ["--speculative-num-draft-tokens", str(steps + 1)]
+    spec += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
+    if launch is not None:
+        argv, _ = without_options(launch.argv, SCHEDULE_SWAPPED_FLAGS)
+        return Deployable((*argv, *spec), launch.env).text()
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", model]
     if draft_model is not None:
         argv += ["--speculative-draft-model-path", draft_model]
-    argv += ["--speculative-num-steps", str(steps), "--speculative-eagle-topk", "1"]
-    argv += ["--speculative-num-draft-tokens", str(steps + 1)]
-    argv += ["--speculative-adaptive", "--speculative-adaptive-config", config_path]
+    argv += spec
     if getattr(t, "max_running_requests", None) is not None:
         argv += ["--max-running-requests", str(t.max_running_requests)]
-    return Deployable(tuple(argv), launch.env if launch is not None else ()).text()
+    return Deployable(tuple(argv)).text()
 
 
 class SGLangAdaptiveSchedule(ScheduleFormat):
@@ -679,6 +750,7 @@ __all__ = [
     "SGLangTuneConfig",
     "SpecAlgorithm",
     "capacity_from_server_info",
+    "check_schedule_taken",
     "setting_args",
     "sglang_adaptive_command",
     "sglang_adaptive_config",

@@ -75,6 +75,32 @@ class CycleModel:
     """Groups of terms the fitted cells cannot tell apart (their columns are linearly dependent there, e.g.
     with topk 1 the verify term B*D = B + s*B is the per-request plus the draft-token term): each group's
     last term is left out of the fit (coefficient 0) and the others carry it, instead of an arbitrary split."""
+    column_scale: tuple[float, ...] = ()
+    """The norm of each design column over the fitted observations (1 for a column they never use)."""
+    null_space: tuple[tuple[float, ...], ...] = ()
+    """An orthonormal basis of the directions the fitted observations do not see (the null space of their
+    column-scaled design): a prediction whose row has a component along one of them is not determined by
+    the cells (`determined`)."""
+
+    def determined(self, batch: int, params: SettingParams, overhead: bool = False) -> bool:
+        """Whether the fitted cells determine T(B, setting) (and, with `overhead`, the turnaround O(B)): its
+        design row lies in the span of the fitted rows (estimability). Where it does not, the prediction
+        leans on how the fit split a cost the cells only saw in sum (a drafter's per-request speculation
+        cost fitted at one batch size, its per-step cost at one depth, a term no fitted cell used), which
+        the cells say nothing about."""
+        if not self.null_space:
+            return True
+        basis = np.asarray(self.null_space)
+        scale = np.asarray(self.column_scale)
+        row = features(self.form, self.shape, self.families, batch, params, self.rho)
+        parts = [np.concatenate([row, np.zeros(len(OVERHEAD_TERMS))])]
+        if overhead:
+            parts.append(np.concatenate([np.zeros(row.size), [1.0, float(batch)]]))
+        for x in parts:
+            scaled = x / scale
+            if np.linalg.norm(basis @ scaled) > DETERMINED_TOL * np.linalg.norm(scaled):
+                return False
+        return True
 
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
         """T(B, setting) in ms (decode only: the overhead terms are left out)."""
@@ -166,7 +192,25 @@ def fit_form(
     resid = rows @ coef - 1.0
     rms = float(np.sqrt(np.mean(resid**2)))
     kept_rho = rho if form == "moe-roofline" else None
-    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), kept_rho, groups), rms
+    scale, null = null_space(rows) if dropped else ((), ())  # full column rank: every row is determined
+    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), kept_rho, groups, scale, null), rms
+
+
+DETERMINED_TOL = 1e-6
+"""Relative size of a design row's component outside the fitted rows' span above which the prediction is
+not determined by them (rank is judged at 1e-9 of the largest singular value, as `dependent_columns`)."""
+
+
+def null_space(rows: Matrix) -> tuple[tuple[float, ...], tuple[tuple[float, ...], ...]]:
+    """(column norms, an orthonormal basis of the null space of the column-scaled `rows`): the directions of
+    coefficient space the observations do not see. Row scaling (relative residuals) does not change it."""
+    norms = np.linalg.norm(rows, axis=0)
+    scale = np.where(norms > 0, norms, 1.0)
+    scaled = rows / scale
+    _, sing, vt = np.linalg.svd(scaled, full_matrices=scaled.shape[0] < scaled.shape[1])  # V whole either way
+    rank = int(np.sum(sing > 1e-9 * sing[0])) if sing.size and sing[0] > 0 else 0
+    basis = vt[rank:]
+    return tuple(float(v) for v in scale), tuple(tuple(float(v) for v in b) for b in basis)
 
 
 def dependent_columns(
@@ -197,6 +241,7 @@ def dependent_columns(
 
 
 __all__ = [
+    "DETERMINED_TOL",
     "FORMS",
     "OVERHEAD_TERMS",
     "CycleModel",
@@ -204,6 +249,7 @@ __all__ = [
     "dependent_columns",
     "features",
     "fit_form",
+    "null_space",
     "shapes",
     "speculation_term",
     "term_names",

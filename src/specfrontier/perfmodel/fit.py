@@ -132,7 +132,7 @@ class FittedModel:
         None for a fitted setting, at an unmeasured level, or without held-out ratios of its kind."""
         if params in self.measured_levels or concurrency not in self.levels:
             return None
-        if self.beyond(params) > self.calibration.reach:
+        if self.beyond(params) > self.calibration.reach or not self.determined(params, concurrency):
             return None
         return self.calibration.halfwidth(self.error_class(params, concurrency) + AGAINST_BEST)
 
@@ -152,11 +152,19 @@ class FittedModel:
         depths = [p.steps for p in fitted]
         return max(0, min(depths) - params.steps, params.steps - max(depths))
 
+    def determined(self, params: SettingParams, concurrency: int) -> bool:
+        """Whether the fitted cells determine the prediction of `params` at C (`CycleModel.determined`): not
+        where it leans on a cost the cells saw only in sum with another (a drafter's per-request speculation
+        cost when every one of its cells ran at one batch size, its per-step cost when it ran at one depth)."""
+        batch = running_requests(concurrency, self.capacity(params))
+        return self.cycle.determined(batch, params, overhead=bool(self.output_tokens) or self.token_overhead)
+
     def halfwidth(self, params: SettingParams, concurrency: int) -> float | None:
         """The relative half-width the model states for its prediction of `params` at C (None: not known). A
         chain further beyond the fitted depths than any held-out setting lay has none: the held-out errors
-        say nothing about how a longer extrapolation goes."""
-        if self.beyond(params) > self.calibration.reach:
+        say nothing about how a longer extrapolation goes; nor has a prediction the cells do not determine
+        (`determined`)."""
+        if self.beyond(params) > self.calibration.reach or not self.determined(params, concurrency):
             return None
         return self.calibration.halfwidth(self.error_class(params, concurrency))
 
@@ -229,12 +237,18 @@ class FittedModel:
         if half is None and stated:
             held = self.calibration.errors.get(error_class)
             far = self.beyond(params)
-            why = (
-                f"{far} steps beyond the fitted depths, farther than any held-out setting lay "
-                f"({self.calibration.reach})"
-                if far > self.calibration.reach
-                else f"{error_class}: {0 if held is None else held.groups} held out, at least {MIN_GROUPS} are needed"
-            )
+            if far > self.calibration.reach:
+                why = (
+                    f"{far} steps beyond the fitted depths, farther than any held-out setting lay "
+                    f"({self.calibration.reach})"
+                )
+            elif not self.determined(params, concurrency):
+                why = (
+                    f"the fitted cells do not determine it: it leans on costs they saw only in sum "
+                    f"({'; '.join(' with '.join(g) for g in self.cycle.unidentified) or 'a term no fitted cell used'})"
+                )
+            else:
+                why = f"{error_class}: {0 if held is None else held.groups} held out, at least {MIN_GROUPS} are needed"
             raise ConfigError(
                 f"model: {params.label} at C={concurrency}: no stated error for a prediction of this kind ({why}); "
                 "fix: measure it, or measure more settings and levels of its kind"
@@ -584,7 +598,7 @@ def _held_out(ctx: _Context, form: str, rho: float | None) -> tuple[FittedModel,
         except ConfigError:
             continue
         for c in held:
-            if model.refusal(c.params) is not None:
+            if model.refusal(c.params) is not None or not model.determined(c.params, c.concurrency):
                 continue
             try:
                 figures = _relative_errors(model, [c])

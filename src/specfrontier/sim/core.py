@@ -41,7 +41,7 @@ import numpy as np
 
 from specfrontier.records import RequestRecord, RequestSpecStats
 from specfrontier.sim.acceptance import request_miss_scale, scaled_rates, workload_rates
-from specfrontier.sim.costs import capacity, prefill_time_ms, setting_cycle_ms
+from specfrontier.sim.costs import capacity, prefill_time_ms, setting_cycle_ms, zero_step_extend_ms
 from specfrontier.sim.profile import SimProfile, WorkloadModel
 from specfrontier.sim.schedule import ScheduleState
 from specfrontier.sim.setting import ResolvedSetting
@@ -302,7 +302,10 @@ class ServerCore:
         duration = self._cycle_ns.get((batch, depth))
         if duration is None:
             setting = self.setting.at_depth(depth) if self.setting.schedule else self.setting
-            duration = round(setting_cycle_ms(self.profile, setting, batch) * _NS_PER_MS)
+            ms = setting_cycle_ms(self.profile, setting, batch)
+            if self.setting.schedule and depth == 0:  # SGLang still runs the draft's extend at 0 steps
+                ms += zero_step_extend_ms(self.profile, batch)
+            duration = round(ms * _NS_PER_MS)
             self._cycle_ns[batch, depth] = duration
         return duration
 

@@ -51,9 +51,19 @@ def setting_cycle_ms(profile: SimProfile, setting: ResolvedSetting, batch: int) 
     )
 
 
+def zero_step_extend_ms(profile: SimProfile, batch: int) -> float:
+    """What an iteration of a per-batch-size schedule at 0 steps costs on top of a plain decode, in ms: SGLang
+    0.5.23 verifies a one-token tree then (a decode) and still runs the draft model's extend over each
+    request's new token, to keep the draft's KV warm for when the batch shrinks (`eagle_worker_v2.py`
+    1463-1497; skipped only under `SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1`, default off, `environ.py`
+    1577): the speculation overhead and one draft forward over the batch."""
+    c = profile.cycle
+    return c.spec_overhead_ms + c.draft_step_ms + c.draft_token_ms * batch
+
+
 def prefill_time_ms(profile: SimProfile, tokens: int) -> float:
     """Duration of one prefill iteration over `tokens` prompt tokens (at most `chunk_tokens`), in ms."""
     return profile.prefill.batch_ms + profile.prefill.token_ms * tokens
 
 
-__all__ = ["capacity", "capacity_law", "kv_law", "prefill_time_ms", "setting_cycle_ms"]
+__all__ = ["capacity", "capacity_law", "kv_law", "prefill_time_ms", "setting_cycle_ms", "zero_step_extend_ms"]

@@ -1,21 +1,23 @@
 """The simulator's model of a per-batch-size speculation schedule: which depth each decode iteration runs.
 
-SGLang's adaptive mode as its source has it (`python/sglang/srt/speculative/adaptive_spec_params.py`,
-`adaptive_step_router.py`; docs/schedules.md cites the commits): the running batch size selects the
-config entry with the largest batch size not above it (a batch below the first entry uses the first).
-Each entry keeps its own controller over its candidate steps, updated only by the verify steps routed to
-it: an EMA (factor `ema_alpha` 0.2) of the accepted draft tokens per request (bonus token excluded),
-starting at `steps - 1`; after `warmup_batches` (10) it is re-read every `update_interval` (5) batches and
-the steps move down while the EMA is at or below the next lower candidate minus 0.5 (plus
-`down_hysteresis`, -0.25), else up while it is above the current candidate minus 0.5 (plus
-`up_hysteresis`, 0); at 0 steps (no drafting, no signal) it probes one candidate up. One candidate pins
-the depth (what `schedule` writes). The server sizes its buffers, and so its capacity, for the deepest
-candidate. Because the running batch moves as requests end and new ones are admitted, a closed loop at C
-near an entry boundary switches depth between iterations, as a real server would.
+SGLang's adaptive mode as its source has it (0.5.23: `srt/speculative/adaptive_spec_params.py`,
+`AdaptiveStepSlot` and `AdaptiveSpeculativeParams._route`; docs/schedules.md cites the lines, and
+tests/integration/test_sglang_schedule.py checks both step for step against that code): the running batch
+size selects the config entry with the largest batch size not above it (a batch below the first entry uses
+the first). Each entry keeps its own controller over its candidate steps, updated only by the verify steps
+routed to it: an EMA (factor `ema_alpha` 0.2) of the accepted draft tokens per request (bonus token
+excluded), starting at `steps - 1`; after `warmup_batches` (10) it is re-read every `update_interval` (5)
+batches and the steps move down while the EMA is at or below the next lower candidate minus 0.5 (plus
+`down_hysteresis`, -0.25), else up while it is above the current candidate minus 0.5 (plus `up_hysteresis`,
+0); at 0 steps (no drafting, no signal) it probes one candidate up. One candidate pins the depth (what
+`schedule` writes). The server sizes its buffers, and so its capacity, for the deepest candidate. Because
+the running batch moves as requests end and new ones are admitted, a closed loop at C near an entry boundary
+switches depth between iterations, as a real server would.
 
-Not modelled: SGLang pads the batch size up to the next captured CUDA-graph size before routing (the
-profile has no graph sizes), and the controller's `ceiling_coeff` (default 0, off). These are model
-predictions, like everything in `sim/`.
+An iteration at 0 steps still pays the draft model's extend, as SGLang's does (`sim.core`,
+`sim.costs.zero_step_extend_ms`). Not modelled: SGLang pads the batch size up to the next captured CUDA-graph
+size before routing (the profile has no graph sizes), and the controller's `ceiling_coeff` (default 0, off).
+These are model predictions, like everything in `sim/`.
 """
 
 from __future__ import annotations

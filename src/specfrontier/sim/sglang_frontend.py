@@ -19,7 +19,8 @@ What differs from SGLang on a GPU (docs/architecture.md, "SGLang's own front end
 - torchvision's C++ ops are CUDA builds on the registry; the front end imports torchvision only for
   multimodal transforms, so the two operator schemas its import registers fake kernels for (`nms`,
   `qnms`) are declared first (`sglang_scheduler.declare_torchvision_schemas`) and no kernel is ever run.
-- The simulator's own options are `--sim-profile`, `--sim-workload`, `--sim-time-scale` and `--sim-seed`,
+- The simulator's own options are `--sim-profile` (a shipped profile's name, or a profile JSON file's path),
+  `--sim-workload`, `--sim-time-scale` and `--sim-seed`,
   and one fault: `--sim-crash-after N` (with `--sim-crash-once-file PATH`) kills the scheduler process after
   N answered requests, and SGLang's own watchdog takes the server down; they are taken off the command line
   before SGLang parses it.

@@ -30,7 +30,7 @@ from typing import Any
 from specfrontier.sim.core import ServerCore
 from specfrontier.sim.costs import capacity
 from specfrontier.sim.http_face import Pacer, exit_when_it_fails, log
-from specfrontier.sim.profile import load_profile
+from specfrontier.sim.profile import SimProfile, load_profile, parse_profile
 from specfrontier.sim.serving import DEFAULT_PROFILE
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
 
@@ -66,6 +66,15 @@ declare_torchvision_schemas()
 def env_option(name: str, default: str) -> str:
     """One simulator option, from the environment `sglang_frontend` set."""
     return os.environ.get(ENV_PREFIX + name.upper(), default)
+
+
+def profile_option(value: str) -> SimProfile:
+    """`--sim-profile`: a shipped profile's name, or the path of a profile JSON file (`parse_profile`'s checks),
+    so a test can serve a deployment of its own (e.g. one whose best depth changes at batch size 2)."""
+    if value.endswith(".json") and os.path.isfile(value):
+        with open(value, encoding="utf-8") as file:
+            return parse_profile(file.read(), source=value)
+    return load_profile(value)
 
 
 def resolved_setting(server_args: Any) -> ResolvedSetting:
@@ -126,7 +135,7 @@ class SimulatedScheduler:
         self.server_args = server_args
         self.port_args = port_args
         view = resolved_view(server_args)
-        self.profile = load_profile(env_option("profile", DEFAULT_PROFILE))
+        self.profile = profile_option(env_option("profile", DEFAULT_PROFILE))
         self.workload = self.profile.workload(env_option("workload", "synthetic"), where="sglang frontend")
         self.time_scale = float(env_option("time_scale", "1.0"))
         self.seed = int(env_option("seed", "0"))
@@ -137,7 +146,6 @@ class SimulatedScheduler:
         self.setting = resolved_setting(server_args)
         self.capacity = self.setting.max_running_requests or capacity(self.profile, self.setting)
         self.speculative = self.setting.speculative
-        self.draft_tokens = int(view.speculative_num_draft_tokens or 1) if self.speculative else 1
         tokenizer = AutoTokenizer.from_pretrained(view.tokenizer_path or view.model_path)
         self.token_id = int(tokenizer.encode(PLACEHOLDER_TEXT, add_special_tokens=False)[0])
         eos = tokenizer.eos_token_id
@@ -282,15 +290,18 @@ class SimulatedScheduler:
 
     def _count_step(self, out: _Output, tokens: int) -> None:
         """One verify step that emitted `tokens` (accepted drafts + 1), counted as SGLang's scheduler counts it
-        per request (`spec_verify_ct`, `spec_num_correct_drafts`, the histogram of correct drafts)."""
+        per request (batch_result_processor.py:832-836: `spec_verify_ct`, `spec_num_correct_drafts`, and the
+        histogram of correct drafts, grown only as far as the largest count seen, schedule_batch.py:1566).
+        Under an adaptive schedule a step at 0 steps (no drafting at that batch size) is still a verify step
+        with 0 correct drafts: SGLang verifies a one-token tree then (eagle_worker_v2.py:1463-1466)."""
         if not self.speculative:
             return
         correct = tokens - 1
         out.verify_ct += 1
         out.correct += correct
-        if len(out.histogram) < self.draft_tokens:
-            out.histogram += [0] * (self.draft_tokens - len(out.histogram))
-        out.histogram[min(correct, self.draft_tokens - 1)] += 1
+        if len(out.histogram) <= correct:
+            out.histogram += [0] * (correct + 1 - len(out.histogram))
+        out.histogram[correct] += 1
         self.verify_total += 1
         self.accept_total += tokens
 

@@ -5,6 +5,7 @@ only the fixture's cells, every repeat of them, and nothing else."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 from pathlib import Path
@@ -127,3 +128,20 @@ def test_guided_on_the_fixture_measures_only_stored_cells_with_every_repeat(benc
     # what the benchmark prints of a level: the fixture's best, the pick, the regret between them
     best, pick, gap = bench.regret(truth, got, 1, "aggregate_tok_s")
     assert pick in measured and 0.0 <= gap < 1.0 and (gap == 0.0) == (pick == best)
+
+
+def test_a_level_with_no_evidence_cell_reads_nothing_to_find_not_a_regret(bench: ModuleType) -> None:
+    # The fixture's C = 4 cells are all "not evidence" (no steady state on the 2-core machine): there is no best
+    # the report would rank there, so a search that picked anything at C = 4 has no regret to report.
+    fixture, run_id = _fixture()
+    truth, words = observe(fixture, run_id), bench.verdicts(fixture, run_id)
+    assert bench.no_evidence_levels((1, 2, 4), words) == [4]
+    baseline_only = dataclasses.replace(
+        truth,
+        figures={k: v for k, v in truth.figures.items() if k[0] == "baseline"},
+        status={"baseline": "done"},
+    )
+    rows, worst, worst_evidence = bench._level_rows("search", truth, baseline_only, (1, 2, 4), words)
+    assert bench.NO_EVIDENCE in rows[2] and "%" not in rows[2].split("|")[5]
+    assert worst == max(bench.regret(truth, baseline_only, c, "aggregate_tok_s")[2] for c in (1, 2)) > 0
+    assert worst_evidence > 0 and all(bench.NO_EVIDENCE not in row for row in rows[:2])

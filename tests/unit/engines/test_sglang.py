@@ -11,10 +11,11 @@ from specfrontier.engines.sglang import (
     SGLangEngine,
     SGLangSetting,
     capacity_from_server_info,
+    check_schedule_taken,
     spec_stats_from_chunk,
 )
 from specfrontier.engines.sim import SimAdapter, SimEngine
-from specfrontier.errors import ConfigError
+from specfrontier.errors import ConfigError, EngineResponseError
 from specfrontier.metrics.counters import PER_REQUEST_EXACT_SOURCE
 from specfrontier.metrics.counters import window_counters as _window_counters
 from specfrontier.records import RequestRecord, RequestSpecStats, SpecCounters
@@ -87,6 +88,34 @@ def test_capacity_prefers_the_effective_value_and_reports_the_48_reset() -> None
 def test_capacity_rejects_a_malformed_server_info() -> None:
     with pytest.raises(Exception, match="max_running_requests = None"):
         capacity_from_server_info({}, STEPS4)
+
+
+def test_a_schedule_sglang_turned_off_at_start_up_is_not_measured_as_one() -> None:
+    """SGLang disables adaptive mode with a warning under flags the adapter does not check (e.g. two-batch
+    overlap in extra_args, tests/faults/test_sglang_faults.py shows SGLang's own resolution doing it) and serves
+    the static setting; its /server_info says `speculative_adaptive: false` (the key SGLang reports, checked
+    against its front end in tests/integration/test_sglang_schedule.py)."""
+    scheduled = SGLangSetting(name="sched", algorithm="EAGLE3", num_steps=3, adaptive_config={1: [3], 8: [1]})
+    check_schedule_taken({"speculative_adaptive": True}, scheduled)
+    check_schedule_taken({"speculative_adaptive": False}, STEPS4)  # a static setting: nothing to check
+    with pytest.raises(EngineResponseError, match=r"speculative_adaptive = false for settings\[sched\].*fix: remove"):
+        check_schedule_taken({"speculative_adaptive": False}, scheduled)
+
+
+@pytest.mark.parametrize("flag", ["--enable-pdmux", "--enable-multi-layer-eagle", "--enable-two-batch-overlap"])
+def test_engine_flags_that_turn_sglangs_schedules_off_are_refused_where_a_schedule_is_measured(flag: str) -> None:
+    """SGLang 0.5.23 runs an adaptive config as the static setting under these flags (adaptive_spec_params.py
+    85-99; its own resolution doing so: tests/faults/test_sglang_faults.py); refused only where it matters."""
+    from specfrontier.config.load import parse_config
+
+    base = {"engine": {"name": "sglang", "model_path": "/m", "extra_args": [flag]}, "concurrency": [1, 2]}
+    chains = [{"name": "no-spec"}, {"name": "s3", "algorithm": "EAGLE3", "num_steps": 3}]
+    parse_config({**base, "settings": chains})  # no schedule: the flag is the user's business
+    with pytest.raises(ConfigError, match=f"engine.extra_args has {flag} and verify_schedule measures a schedule"):
+        parse_config({**base, "settings": chains, "verify_schedule": True})
+    listed = [*chains, {"name": "sched", "algorithm": "EAGLE3", "num_steps": 3, "adaptive_config": {1: [3]}}]
+    with pytest.raises(ConfigError, match=rf"settings\[sched\] has adaptive_config.*fix: remove {flag}"):
+        parse_config({**base, "settings": listed})
 
 
 def test_spec_stats_from_chat_meta_info_and_completion_sglext() -> None:

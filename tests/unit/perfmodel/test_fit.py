@@ -205,6 +205,40 @@ def test_what_speculation_costs_whatever_its_depth_is_its_own_term() -> None:
     assert not any(name.startswith("spec_") for group in chains.cycle.unidentified for name in group)
 
 
+def test_a_prediction_the_cells_do_not_determine_has_no_stated_error() -> None:
+    # AngelSlim #163's shape: the baseline at every level, the drafter's settings at one batch size only
+    # (plus one at two). What speculation costs per running request is then seen only in sum with what it
+    # costs per cycle: a drafter setting at C = 16 is not determined by these cells, whatever the fit says.
+    def truth(b: int, p: SettingParams) -> float:
+        return _truth_cycle_ms(b, p, moe=False) + ((4.0 + 0.3 * b) if p.speculative else 0.0)
+
+    cells = []
+    for s, levels in ((0, (1, 4, 16, 32)), (1, (1,)), (2, (1,)), (3, (1,)), (4, (1,))):
+        p = SettingParams(steps=s, family="EAGLE3") if s else SettingParams()
+        tau = chain_tau(RATES[:s])
+        cells += [
+            ModelCell(f"s{s}", p, c, per_request_tok_s=1000 * tau / truth(c, p), acceptance_length=tau) for c in levels
+        ]
+    model = fit_model(cells, forms=("dense",))
+    chain = SettingParams(steps=2, family="EAGLE3")
+    assert model.determined(chain, 1) and model.determined(SettingParams(), 16)
+    assert not model.determined(chain, 16)
+    with pytest.raises(ConfigError, match=r"the fitted cells do not determine it: it leans on costs they saw only"):
+        model.predict(chain, 16)
+    assert model.predict(chain, 16, stated=False).per_request_tok_s > 0  # an ordering is still given
+    # two depths measured at a second batch size pin what the drafter costs per request and per step there
+    extra = []
+    for s in (1, 3):
+        p = SettingParams(steps=s, family="EAGLE3")
+        tau = chain_tau(RATES[:s])
+        extra.append(ModelCell(f"s{s}", p, 16, per_request_tok_s=1000 * tau / truth(16, p), acceptance_length=tau))
+    pinned = fit_model([*cells, *extra], forms=("dense",))
+    assert pinned.determined(chain, 16)
+    assert pinned.predict(chain, 16, stated=False).per_request_tok_s == pytest.approx(
+        1000 * chain_tau(RATES[:2]) / truth(16, chain), rel=1e-3
+    )
+
+
 def test_acceptance_measured_per_level_is_used_at_that_level() -> None:
     # tau falls with load (3.9 at C=1 to 2.7 at C=16, as MTPLX's greedy table reads); cycle times are exact.
     taus = {1: 3.9, 2: 3.1, 4: 2.9, 8: 2.8, 16: 2.7}

@@ -113,6 +113,33 @@ def _schedule(*entries: tuple[int, int, int], drafter: str = "EAGLE3") -> DepthS
     return DepthSchedule(levels=(), entries=rows, template=template, left_out=())
 
 
+def test_sglang_schedule_command_starts_from_the_measured_command_and_swaps_only_the_speculative_flags() -> None:
+    """A run measured on SGLang: the schedule's launch keeps what the ranges were measured with (interpreter,
+    launcher, `--tp-size`, memory, capacity, draft, extra arguments, environment) and carries each speculative
+    flag once, with the schedule's values (it used to print `python -m sglang.launch_server` with the model
+    and draft only, dropping e.g. `--tp-size 4`)."""
+    from specfrontier.engines.base import Deployable
+
+    measured = (
+        "/opt/sg/bin/python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "4",
+        "--speculative-draft-model-path", "/d", "--mem-fraction-static", "0.8", "--speculative-algorithm",
+        "EAGLE3", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4", "--max-running-requests", "24", "--context-length", "8192",
+    )  # fmt: skip
+    launch = Deployable(measured, (("SGLANG_X", "1"),))
+    text = sglang_adaptive_command(_schedule((1, 7, 3), (8, 64, 1)), "/tmp/a.json", launch=launch)
+    assert text.startswith("SGLANG_X=1 /opt/sg/bin/python -m sglang.launch_server --model-path /m --tp-size 4 ")
+    argv = shlex.split(text)[1:]
+    for kept in ("--speculative-draft-model-path /d", "--mem-fraction-static 0.8", "--max-running-requests 24",
+                 "--context-length 8192"):  # fmt: skip
+        assert kept in shlex.join(argv)
+    spec = {"--speculative-algorithm": "EAGLE3", "--speculative-num-steps": "3", "--speculative-eagle-topk": "1",
+            "--speculative-num-draft-tokens": "4", "--speculative-adaptive-config": "/tmp/a.json"}  # fmt: skip
+    for flag, value in spec.items():
+        assert argv.count(flag) == 1 and argv[argv.index(flag) + 1] == value, flag
+    assert argv.count("--speculative-adaptive") == 1
+
+
 def test_trtllm_schedule_ends_where_no_speculation_won_and_refuses_what_trtllm_would() -> None:
     spec = trtllm_schedule_options(_schedule((1, 15, 4), (16, 31, 2), (32, 64, 0)))["speculative_config"]
     assert spec["draft_len_schedule"] == {15: 4, 31: 2} and spec["max_draft_len"] == 4
