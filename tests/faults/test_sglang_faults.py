@@ -68,6 +68,31 @@ def test_sglang_scheduler_crash_mid_run_is_incomplete_and_resume_completes_it(
     matrix.rows(kept=partial, after=rows)
 
 
+def test_sglang_scheduler_failing_at_start_up_fails_its_setting_with_the_cause_not_a_start_up_timeout(
+    tmp_path: Path, matrix: MatrixEntry
+) -> None:
+    """A scheduler that raises while it initialises (here: a simulator profile that does not exist) SIGQUITs
+    SGLang's launcher, as SGLang's own scheduler does, and the launcher's handler kills the process tree: the
+    sweep sees the server exit, fails that setting with the scheduler's own error line, and goes on. Before,
+    the stand-in scheduler only exited, the launcher hung on its other children, and the setting failed
+    with "not ready after 600 s" ten minutes later."""
+    require_sglang()
+    store = tmp_path / "s.db"
+    engine = frontend_engine(startup_timeout_s=300)  # ample for the front end; the old hang ran it out
+    engine["extra_args"] += ["--sim-profile", str(tmp_path / "no-such-profile.json")]  # every launch fails
+    settings = [{"name": "no-spec"}, {"name": "standalone-s2", "algorithm": "STANDALONE", "num_steps": 2}]
+    config = sim_config(store, settings, engine=engine, repeats=1, rounds_per_cell=1, warmup_rounds=0)
+    done = cli("tune", "--config", str(write_config(tmp_path / "tune.yaml", config)), "--quiet", cwd=tmp_path)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    run_id = latest_run(store)
+    for failed in Store(store).settings(run_id):
+        assert failed.status == "failed" and failed.error is not None, failed
+        assert "not ready" not in failed.error, failed.error  # not the start-up timeout
+        cause = failed.error.split("its log says: ", 1)[-1]  # the scheduler's own exception, not the shutdown
+        assert cause.startswith("specfrontier.errors.ConfigError: sim profile") and "no-such-profile" in cause
+    matrix.rows(kept=count_rows(store), after=count_rows(store))
+
+
 # -- an adaptive config SGLang would not run as written: refused before launch, as SGLang's own code refuses it --
 FALLS_BACK = "SGLang starts with adaptive off (a warning, then the static setting: adaptive_spec_params.py:56-100)"
 CHAIN = {"algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1}

@@ -22,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import time
+import traceback
 from array import array
 from typing import Any
 
@@ -389,7 +391,12 @@ def run_simulated_scheduler(
             f"{scheduler.profile.name}, time scale {scheduler.time_scale} (a MODEL, not a measurement)"
         )
         asyncio.run(scheduler.serve())
-    except Exception as exc:  # as SGLang's scheduler: log, then take the server down
-        log(f"simulated scheduler hit an exception: {exc!r}", "ERROR")
+    except Exception as exc:
+        # As SGLang's scheduler does (srt/managers/scheduler.py:6370-6373): log the traceback, then SIGQUIT
+        # the launcher, whose handler kills the whole process tree. Exiting alone left the launcher waiting
+        # on its other children, alive and never ready, until the sweep's start-up timeout (600 s) ran out.
+        log(f"simulated scheduler hit an exception: {exc!r}\n{traceback.format_exc()}", "ERROR")
         sys.stderr.flush()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(os.getppid(), signal.SIGQUIT)
         os._exit(1)
