@@ -370,18 +370,26 @@ class Face(PacedFace["Pacer"]):
     def _completed(self) -> None:
         self.completed += 1
         limit = self.config.crash_after
-        if limit is not None and self.completed >= limit:
-            once = self.config.crash_once_file
-            if once is not None:
-                if os.path.exists(once):
-                    return
-                with open(once, "w", encoding="utf-8") as marker:
-                    marker.write("crashed once\n")
+        if crash_due(self.completed, limit, self.config.crash_once_file):
             log(f"simulated crash after {self.completed} completed requests (--crash-after {limit})", "ERROR")
             if self.config.crash_linger_s:
                 _close_sockets()
                 time.sleep(self.config.crash_linger_s)  # blocks the loop on purpose: nothing is served any more
             os._exit(1)
+
+
+def crash_due(completed: int, limit: int | None, once_file: str | None) -> bool:
+    """Whether a face told to crash after `limit` answered requests (`--crash-after`, `--sim-crash-after`)
+    crashes now; with `once_file`, only while that file is absent, which this creates, so a resumed run's
+    relaunch of the same command serves on."""
+    if limit is None or completed < limit:
+        return False
+    if once_file is not None:
+        if os.path.exists(once_file):
+            return False
+        with open(once_file, "w", encoding="utf-8") as marker:
+            marker.write("crashed once\n")
+    return True
 
 
 def _close_sockets() -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from specfrontier.sim.core import ServerCore
 from specfrontier.sim.costs import capacity
-from specfrontier.sim.http_face import Pacer, exit_when_it_fails, log
+from specfrontier.sim.http_face import Pacer, crash_due, exit_when_it_fails, log
 from specfrontier.sim.profile import SimProfile, load_profile, parse_profile
 from specfrontier.sim.serving import DEFAULT_PROFILE
 from specfrontier.sim.setting import ResolvedSetting, SimSetting, resolve_setting
@@ -278,14 +278,8 @@ class SimulatedScheduler:
         `--sim-crash-once-file PATH`: only while PATH is absent, which it creates), and SGLang's own watchdog
         takes the server down (srt/utils/watchdog.py `SubprocessWatchdog`: SIGQUIT to the launcher)."""
         self.completed += 1
-        if self.crash_after is None or self.completed < self.crash_after:
+        if not crash_due(self.completed, self.crash_after, self.crash_once_file):
             return
-        once = self.crash_once_file
-        if once is not None:
-            if os.path.exists(once):
-                return
-            with open(once, "w", encoding="utf-8") as marker:
-                marker.write("crashed once\n")
         log(f"simulated scheduler crash after {self.completed} requests (--sim-crash-after)", "ERROR")
         sys.stderr.flush()
         os._exit(1)

@@ -377,3 +377,16 @@ async def test_a_scheduler_loop_that_fails_takes_the_face_down(
         callback(task)
     assert exits == [1]
     assert "ERROR executor loop failed: RuntimeError('boom')" in capsys.readouterr().err
+
+
+def test_crash_due_counts_answered_requests_and_crashes_once_per_marker_file(tmp_path: Path) -> None:
+    """Both faces (ours and the SGLang double's scheduler) crash through `crash_due`: never without a limit,
+    from the limit on, and with a marker file only the first time (a resumed run's relaunch serves on)."""
+    from specfrontier.sim.http_face import crash_due
+
+    assert not crash_due(10**6, None, None)
+    assert not crash_due(2, 3, None) and crash_due(3, 3, None) and crash_due(4, 3, None)
+    marker = tmp_path / "crashed-once"
+    assert not crash_due(2, 3, str(marker)) and not marker.exists()
+    assert crash_due(3, 3, str(marker)) and marker.read_text(encoding="utf-8") == "crashed once\n"
+    assert not crash_due(3, 3, str(marker))
