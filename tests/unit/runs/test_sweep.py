@@ -93,8 +93,9 @@ async def test_start_failures_are_recorded_with_log_tail_and_the_sweep_continues
 
 
 async def test_a_crash_mid_sweep_keeps_finished_cells(tmp_path: Path, sim_face: SimFace) -> None:
-    # 4 warmup requests + 4 at C=1 finish before the crash; the C=4 cell dies with the server.
-    settings = [{"name": "crashes", "extra_args": ["--crash-after", "9"]}]
+    # The first request, 4 warmup requests and 4 at C=1 finish before the crash, which comes with the first
+    # answer at C=4 (a crash with the 9th answer raced the sweep's storing of the C=1 cell on a loaded host).
+    settings = [{"name": "crashes", "extra_args": ["--crash-after", "10"]}]
     store, run_id = await sim_face.sweep(_config(tmp_path / "s.db", settings))
     row = store.settings(run_id)[0]
     assert row.status == "failed" and "during the cell C=4" in (row.error or "")
