@@ -8,11 +8,12 @@ figure. Over one window: numpy's linear-interpolation percentile of those values
 CSV row (detail section) and as the latency table's "TTFT ms p95" column.
 
 Why: p95 is where a TTFT target is most often stated, and the tables had p50 and p99 only (p90 in HTML):
-GuideLLM reports p95 of `time_to_first_token_ms` (its `Percentiles.p95`; it takes the smallest value
-whose cumulative share reaches 95 %, so on few requests it can differ from this interpolated figure),
-vLLM's `bench serve` prints it with `--metric-percentiles 95`, and BentoML's llm-optimizer takes
-`ttft:p95<...` constraints. An SLO on it needs nothing here: `--slo ttft_p95_ms=...` already targets any
-percentile of TTFT.
+GuideLLM reports p95 of `time_to_first_token_ms` (its `Percentiles.p95`, schemas/statistics.py
+`Percentiles.from_pdf`: `searchsorted` on the cumulative share, side "left", i.e. the smallest value whose
+cumulative share reaches 95 %, so on few requests it can differ from this interpolated figure), vLLM's
+`bench serve` prints it with `--metric-percentiles 95` (`percentiles_ttft_ms`), and BentoML's
+llm-optimizer takes `ttft:p95<...` constraints (second-hand: ../shared/reference/anchors.md, section K).
+An SLO on it needs nothing here: `--slo ttft_p95_ms=...` already targets any percentile of TTFT.
 """
 
 from __future__ import annotations
