@@ -32,7 +32,8 @@ decode rate; relative error = (predicted - measured) / measured):
   picked, and where the model refuses a setting measured at C it claims no best there (the level is
   shown with the pick it would make among the rest, but a refusal is not counted as a loss); nor does it
   claim a best where the pick's predicted lead over the second is within the pick's stated error (the
-  model's own rule, `perfmodel.decide`: "the model does not separate these settings here; measure"); the
+  model's own rule, `perfmodel.decide`: "the model does not separate these settings here; measure"), nor,
+  with the level held out, between two measured levels whose measured bests differ (`decide.crossover`); the
   best is over every (non-adaptive) setting measured at C;
 - guided search, replayed: `search.guided.GuidedStrategy` (the strategy `tune --search guided` runs), with
   every level of the table as a target, chooses settings from the table's settings one at a time; a
@@ -73,6 +74,7 @@ from specfrontier.engines.registry import stored_setting
 from specfrontier.errors import SpecFrontierError
 from specfrontier.perfmodel import FittedModel, ModelCell, fit_model
 from specfrontier.perfmodel.consistency import contradictions
+from specfrontier.perfmodel.decide import crossover, measured_bests
 from specfrontier.perfmodel.plan import run_cells
 from specfrontier.records import SpecCounters
 from specfrontier.runs.imported import ADAPTIVE_KEY, load_table, store_table
@@ -262,10 +264,13 @@ def held_out(
     return out
 
 
-def picks(table: Table, predictions: Sequence[HeldOut]) -> list[Pick]:
-    """Per level, the model's pick among the settings measured there (see the module docstring)."""
+def picks(table: Table, predictions: Sequence[HeldOut], *, levels_held_out: bool = False) -> list[Pick]:
+    """Per level, the model's pick among the settings measured there (see the module docstring). With
+    `levels_held_out` (each level predicted by a fit without it), a level between two whose measured bests
+    differ gets no claim, as `decide` gives none there (`perfmodel.decide.crossover`)."""
     out = []
     agg = {(h.setting, h.concurrency): h for h in predictions if h.kind == "aggregate_tok_s"}
+    bests = measured_bests({(c.setting, c.concurrency): c.aggregate_tok_s for c in table.cells})
     for level in table.levels:
         measured = {c.setting: c.aggregate_tok_s for c in table.cells if c.concurrency == level and c.aggregate_tok_s}
         if not measured:
@@ -285,7 +290,8 @@ def picks(table: Table, predictions: Sequence[HeldOut]) -> list[Pick]:
         stated = None if h.high is None or not h.predicted else 100.0 * (h.high - h.predicted) / h.predicted
         second = predicted[ranked[1]].predicted if len(ranked) > 1 else None
         lead = None if not second else 100.0 * ((h.predicted or 0.0) / second - 1.0)
-        separated = stated is not None and (lead is None or lead > stated)
+        crossing = levels_held_out and bool(crossover(level, {k: v for k, v in bests.items() if k != level}))
+        separated = stated is not None and (lead is None or lead > stated) and not crossing
         # a refusal, or a lead within the stated error, is no claim, not a loss
         beyond = not refused and separated and (stated is None or loss > stated + 1e-9)
         out.append(Pick(level, best, best_v, pick, pick_v, loss, stated, beyond, refused, separated))
@@ -392,7 +398,7 @@ def score(path: Path, *, depth_cap: bool = True, guided: bool = True, model: boo
         result.loso = held_out(table, lambda c: c.setting, result.refused, lambda k: f"setting {k}")
         result.lolo = held_out(table, lambda c: c.concurrency, result.refused, lambda k: f"C={k}")
         result.picks_loso = picks(table, result.loso)
-        result.picks_lolo = picks(table, result.lolo)
+        result.picks_lolo = picks(table, result.lolo, levels_held_out=True)
     if guided:
         try:
             result.guided = replay_guided(table, depth_cap=depth_cap)

@@ -11,7 +11,13 @@ A prediction carries the error the model states for its kind (`calibration.py`).
   where the model has none, the untested prediction's own interval against the measured figure. Untested
   options that may still lie above the measured best are named: the model cannot rule them out, measure them;
 - where nothing was measured, the best predicted option is offered only if it leads the second by more than
-  its stated error; otherwise the model does not separate them, and nothing is predicted.
+  its stated error; otherwise the model does not separate them, and nothing is predicted. Nor is anything
+  predicted between two measured levels whose measured bests differ (`crossover`): the order flips somewhere
+  between them, and where it flips rests on how each option's cost bends there, which no cell measures. Public
+  example (vllm-project/speculators, Qwen3.8-27B on a B200, HumanEval): DSpark k7 is best at C = 16, MTP k2
+  at C = 64; with C = 32 left out, the model put DSpark 7.6 % ahead at C = 32, beyond both stated errors
+  (3.2 %), and MTP won by 4.4 %: the one ridge shared by the drafters placed DSpark's bend past C = 32,
+  while every other interpolated level of that fit was within 3.2 %.
 
 An option without a stated error (the model knows too little about its kind) is never offered; it is named
 among those to measure when the model's ordering puts it above the answer.
@@ -19,7 +25,7 @@ among those to measure when the model's ordering puts it above the answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from specfrontier.perfmodel.types import Prediction
@@ -57,11 +63,14 @@ class Decision:
     """A predicted choice's lead over the measured best (or, where nothing was measured, over the second)."""
     measure: tuple[str, ...] = ()
     """Untested options the model cannot rule out against the answer: measure them."""
+    why: str = ""
+    """Why nothing is predicted although the model's errors separate the options (`crossover`); "" otherwise."""
 
     @property
     def note(self) -> str:
         if self.choice is None:
-            return f"{NOT_SEPARATED} {', '.join(self.measure)}" if self.measure else "nothing to predict here"
+            because = f" ({self.why})" if self.why else ""
+            return f"{NOT_SEPARATED} {', '.join(self.measure)}{because}" if self.measure else "nothing to predict here"
         if self.predicted:
             return f"predicted above the measured best beyond its stated error (+/-{100 * (self.halfwidth or 0):.1f} %)"
         if self.measure:
@@ -82,8 +91,32 @@ def _judge(p: Prediction, value: float, half: float, measured: float, here: floa
     return value / measured, half
 
 
-def decide(concurrency: int, options: Sequence[Option], metric: Metric) -> Decision:
-    """The answer at `concurrency` for `metric` (module docstring)."""
+def crossover(concurrency: int, measured_bests: Mapping[int, str]) -> str:
+    """Why no best can be predicted at an unmeasured `concurrency` (module docstring): the measured bests at
+    the nearest measured levels below and above it differ. "" where they agree, or it is not between two."""
+    below = max((level for level in measured_bests if level < concurrency), default=None)
+    above = min((level for level in measured_bests if level > concurrency), default=None)
+    if below is None or above is None or measured_bests[below] == measured_bests[above]:
+        return ""
+    return (
+        f"the measured best changes between C={below} ({measured_bests[below]}) and C={above} "
+        f"({measured_bests[above]}): where it flips rests on how each option's cost bends between them, "
+        "which no cell measures"
+    )
+
+
+def measured_bests(figures: Mapping[tuple[str, int], float | None]) -> dict[int, str]:
+    """Per level, the option with the highest measured figure (options keyed by (name, level))."""
+    out: dict[int, tuple[str, float]] = {}
+    for (name, level), value in figures.items():
+        if value is not None and (level not in out or value > out[level][1]):
+            out[level] = (name, value)
+    return {level: name for level, (name, _) in out.items()}
+
+
+def decide(concurrency: int, options: Sequence[Option], metric: Metric, *, crossing: str = "") -> Decision:
+    """The answer at `concurrency` for `metric` (module docstring); `crossing` (from `crossover`), where
+    nothing is measured at this level, says why the best cannot be placed here."""
     measured = [o for o in options if o.measured is not None]
     predicted = [(o, o.prediction) for o in options if o.measured is None and o.prediction is not None]
     stated = [(o, p, _value(p, metric), p.halfwidth) for o, p in predicted if p.halfwidth is not None]
@@ -107,6 +140,9 @@ def decide(concurrency: int, options: Sequence[Option], metric: Metric) -> Decis
         return Decision(concurrency, metric, None, None, False, None, None, names)
     ranked = sorted(stated, key=lambda item: -item[2])
     top, _, v, h = ranked[0]
+    if crossing and len(ranked) > 1:
+        names = tuple(o.name for o, *_ in ranked) + tuple(o.name for o, _ in unstated)
+        return Decision(concurrency, metric, None, None, False, None, None, names, crossing)
     if len(ranked) == 1 or v > ranked[1][2] * (1.0 + h):
         lead = None if len(ranked) == 1 else 100.0 * (v / ranked[1][2] - 1.0)
         return Decision(concurrency, metric, top.name, v, True, h, lead)
@@ -115,4 +151,4 @@ def decide(concurrency: int, options: Sequence[Option], metric: Metric) -> Decis
     return Decision(concurrency, metric, None, None, False, None, None, tuple(close))
 
 
-__all__ = ["NOT_SEPARATED", "Decision", "Option", "decide"]
+__all__ = ["NOT_SEPARATED", "Decision", "Option", "crossover", "decide", "measured_bests"]

@@ -25,7 +25,7 @@ from specfrontier.analysis.summary import RunData, summarise_cells
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.cells import cells_from_run, output_tokens_by_cell, setting_params
 from specfrontier.perfmodel.consistency import contradictions
-from specfrontier.perfmodel.decide import Decision, Option, decide
+from specfrontier.perfmodel.decide import Decision, Option, crossover, decide, measured_bests
 from specfrontier.perfmodel.fit import FittedModel, fit_model
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
 from specfrontier.store import Store
@@ -277,8 +277,8 @@ def make_plan(
     figures = {(c.setting, c.concurrency): c for c in fitted}
     frontier = []
     for level in levels(cells):
-        agg = decide(level, _options(model, options, figures, level, "aggregate_tok_s"), "aggregate_tok_s")
-        req = decide(level, _options(model, options, figures, level, "per_request_tok_s"), "per_request_tok_s")
+        agg = _decide(model, options, figures, level, "aggregate_tok_s")
+        req = _decide(model, options, figures, level, "per_request_tok_s")
         frontier.append(PlanLevel(level, agg, req))
     depth = []
     for family in model.cycle.families:
@@ -287,7 +287,7 @@ def make_plan(
             continue
         per_level: list[tuple[Decision, int | None, Prediction | None]] = []
         for level in levels(cells):
-            d = decide(level, _options(model, chain, figures, level, "aggregate_tok_s"), "aggregate_tok_s")
+            d = _decide(model, chain, figures, level, "aggregate_tok_s")
             pick = next((c for c in chain if c.name == d.choice), None)
             if pick is None:
                 per_level.append((d, None, None))
@@ -305,6 +305,19 @@ def make_plan(
         tuple(sorted(held_levels)),
         tuple(c.describe() for c in contradictions(fitted)),
     )
+
+
+def _decide(
+    model: FittedModel,
+    cands: Sequence[Candidate],
+    figures: dict[tuple[str, int], ModelCell],
+    level: int,
+    metric: str,
+) -> Decision:
+    """The answer at `level` among `cands` (`decide`), told where the measured best flips around it."""
+    names = {cand.name for cand in cands if cand.measured}
+    bests = measured_bests({key: getattr(cell, metric) for key, cell in figures.items() if key[0] in names})
+    return decide(level, _options(model, cands, figures, level, metric), metric, crossing=crossover(level, bests))
 
 
 def _options(
@@ -381,8 +394,8 @@ def plan_json(plan: Plan, run: RunCells) -> dict[str, Any]:
             "errors of that kind, each setting and each level left out in turn; null: not stated)",
             "frontier": "per level, the best fitted cell, unless an untested candidate's interval lies wholly above "
             "it (then that prediction); where nothing was fitted, the best prediction only when it leads the second "
-            "by more than its stated error; otherwise setting null and `measure` lists what the model cannot "
-            "tell apart",
+            "by more than its stated error and the measured bests of the fitted levels on either side agree; "
+            "otherwise setting null and `measure` lists what the model cannot tell apart",
             "error_pct": "100 x (predicted / measured - 1)",
         },
         "fitted_settings": list(plan.fitted_settings),

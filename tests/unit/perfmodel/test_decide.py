@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specfrontier.perfmodel.decide import NOT_SEPARATED, Option, decide
+from specfrontier.perfmodel.decide import NOT_SEPARATED, Option, crossover, decide, measured_bests
 from specfrontier.perfmodel.types import Prediction
 
 
@@ -59,3 +59,26 @@ def test_an_untested_option_is_judged_by_its_predicted_ratio_to_the_measured_bes
     d = decide(1, [best, Option("c (untested)", None, ratio(140.0, 0.10, 0.05))], "aggregate_tok_s")
     assert d.choice == "c (untested)" and d.halfwidth == 0.05
     assert d.lead_pct is not None and abs(d.lead_pct - 100 * (140 / 120 - 1)) < 1e-9
+
+
+def test_between_two_levels_whose_measured_bests_differ_nothing_is_predicted() -> None:
+    """speculators HumanEval (B200): DSpark k7 best at C = 16, MTP k2 at C = 64; with C = 32 unmeasured the
+    model put DSpark 7.6 % ahead beyond both errors, and MTP won: where the order flips is not the model's to
+    place."""
+    bests = measured_bests(
+        {("dspark", 16): 2600.59, ("mtp", 16): 2249.44, ("dspark", 64): 4034.04, ("mtp", 64): 5173.85}
+    )
+    assert bests == {16: "dspark", 64: "mtp"}
+    why = crossover(32, bests)
+    assert why.startswith("the measured best changes between C=16 (dspark) and C=64 (mtp)")
+    apart = [Option("dspark", None, _p(3851.0, 0.032)), Option("mtp", None, _p(3578.0, 0.032))]
+    d = decide(32, apart, "aggregate_tok_s", crossing=why)
+    assert d.choice is None and not d.predicted and d.measure == ("dspark", "mtp")
+    assert d.note == f"{NOT_SEPARATED} dspark, mtp ({why})"
+    # the same lead where the measured bests agree on both sides (or there is no level above) is a claim
+    assert crossover(32, {16: "dspark", 64: "dspark"}) == "" and crossover(128, bests) == ""
+    d = decide(32, apart, "aggregate_tok_s", crossing=crossover(32, {16: "dspark", 64: "dspark"}))
+    assert d.choice == "dspark" and d.predicted
+    # at a measured level the rule against the measured best applies, whatever flips around it
+    here = [Option("mtp", 3706.57, None), apart[0]]
+    assert decide(32, here, "aggregate_tok_s", crossing=why) == decide(32, here, "aggregate_tok_s")

@@ -209,3 +209,21 @@ def test_a_trees_only_run_offers_no_chain_and_no_prediction_within_its_error(tmp
     assert doc["contradictions"] and doc["contradictions"][0].startswith("C=1: s7k4d16")  # trees only here
     first = doc["frontier"][0]["best_aggregate"]
     assert first["concurrency"] == 1 and first["setting"] == "no-spec" and first["source"] == "measured"
+
+
+def test_plan_predicts_no_best_at_a_held_out_level_where_the_measured_best_flips_around_it(tmp_path: Path) -> None:
+    """speculators HumanEval (B200): DSpark k7 is the measured best at C = 16, MTP k2 at C = 64. With C = 32
+    held out, the plan names both to measure there instead of predicting a best (before: DSpark, which lost
+    by 4.2 %); measured levels are answered by their measurements as before."""
+    public = Path(__file__).resolve().parents[3] / "benchmarks" / "public"
+    store = Store(tmp_path / "h.db")
+    run = run_cells(store, store_table(store, load_table(public / "speculators_qwen38_27b_b200_humaneval.json")))
+    plan = make_plan(run.cells, hold_out_concurrency=[32])
+    at = {lv.concurrency: lv.aggregate for lv in plan.frontier}
+    assert at[32].choice is None and not at[32].predicted
+    assert set(at[32].measure) >= {"dspark-k7", "mtp-k2"}
+    assert "the measured best changes between C=16 (dspark-k7) and C=64 (mtp-k2)" in at[32].note
+    assert at[16].choice == "dspark-k7" and at[64].choice == "mtp-k2" and not at[64].predicted
+    doc = plan_json(plan, run)
+    level_32 = next(lv for lv in doc["frontier"] if lv["concurrency"] == 32)
+    assert "the measured best changes" in level_32["best_aggregate"]["note"]
