@@ -290,7 +290,7 @@ def picks(table: Table, predictions: Sequence[HeldOut], *, levels_held_out: bool
         stated = None if h.high is None or not h.predicted else 100.0 * (h.high - h.predicted) / h.predicted
         second = predicted[ranked[1]].predicted if len(ranked) > 1 else None
         lead = None if not second else 100.0 * ((h.predicted or 0.0) / second - 1.0)
-        crossing = levels_held_out and bool(crossover(level, {k: v for k, v in bests.items() if k != level}))
+        crossing = levels_held_out and crossover(level, {k: v for k, v in bests.items() if k != level}) is not None
         separated = stated is not None and (lead is None or lead > stated) and not crossing
         # a refusal, or a lead within the stated error, is no claim, not a loss
         beyond = not refused and separated and (stated is None or loss > stated + 1e-9)

@@ -91,18 +91,31 @@ def _judge(p: Prediction, value: float, half: float, measured: float, here: floa
     return value / measured, half
 
 
-def crossover(concurrency: int, measured_bests: Mapping[int, str]) -> str:
+@dataclass(frozen=True, slots=True)
+class Crossing:
+    """The measured best differs between the nearest measured levels below and above an unmeasured one."""
+
+    below: int
+    best_below: str
+    above: int
+    best_above: str
+
+    def describe(self) -> str:
+        return (
+            f"the measured best changes between C={self.below} ({self.best_below}) and C={self.above} "
+            f"({self.best_above}): where it flips rests on how each option's cost bends between them, "
+            "which no cell measures"
+        )
+
+
+def crossover(concurrency: int, measured_bests: Mapping[int, str]) -> Crossing | None:
     """Why no best can be predicted at an unmeasured `concurrency` (module docstring): the measured bests at
-    the nearest measured levels below and above it differ. "" where they agree, or it is not between two."""
+    the nearest measured levels below and above it differ. None where they agree, or it is not between two."""
     below = max((level for level in measured_bests if level < concurrency), default=None)
     above = min((level for level in measured_bests if level > concurrency), default=None)
     if below is None or above is None or measured_bests[below] == measured_bests[above]:
-        return ""
-    return (
-        f"the measured best changes between C={below} ({measured_bests[below]}) and C={above} "
-        f"({measured_bests[above]}): where it flips rests on how each option's cost bends between them, "
-        "which no cell measures"
-    )
+        return None
+    return Crossing(below, measured_bests[below], above, measured_bests[above])
 
 
 def measured_bests(figures: Mapping[tuple[str, int], float | None]) -> dict[int, str]:
@@ -114,7 +127,9 @@ def measured_bests(figures: Mapping[tuple[str, int], float | None]) -> dict[int,
     return {level: name for level, (name, _) in out.items()}
 
 
-def decide(concurrency: int, options: Sequence[Option], metric: Metric, *, crossing: str = "") -> Decision:
+def decide(
+    concurrency: int, options: Sequence[Option], metric: Metric, *, crossing: Crossing | None = None
+) -> Decision:
     """The answer at `concurrency` for `metric` (module docstring); `crossing` (from `crossover`), where
     nothing is measured at this level, says why the best cannot be placed here."""
     measured = [o for o in options if o.measured is not None]
@@ -140,15 +155,16 @@ def decide(concurrency: int, options: Sequence[Option], metric: Metric, *, cross
         return Decision(concurrency, metric, None, None, False, None, None, names)
     ranked = sorted(stated, key=lambda item: -item[2])
     top, _, v, h = ranked[0]
-    if crossing and len(ranked) > 1:
-        names = tuple(o.name for o, *_ in ranked) + tuple(o.name for o, _ in unstated)
-        return Decision(concurrency, metric, None, None, False, None, None, names, crossing)
+    close = [o.name for o, _, ov, oh in ranked if ov * (1.0 + oh) >= v * (1.0 - h)]
+    close += [o.name for o, ov in unstated if ov >= v * (1.0 - h)]
+    if crossing is not None and len(ranked) > 1:
+        sides = [o.name for o, *_ in ranked if o.name in (crossing.best_below, crossing.best_above)]
+        names = tuple(dict.fromkeys([*close, *sides]))
+        return Decision(concurrency, metric, None, None, False, None, None, names, crossing.describe())
     if len(ranked) == 1 or v > ranked[1][2] * (1.0 + h):
         lead = None if len(ranked) == 1 else 100.0 * (v / ranked[1][2] - 1.0)
         return Decision(concurrency, metric, top.name, v, True, h, lead)
-    close = [o.name for o, _, ov, oh in ranked if ov * (1.0 + oh) >= v * (1.0 - h)]
-    close += [o.name for o, ov in unstated if ov >= v * (1.0 - h)]
     return Decision(concurrency, metric, None, None, False, None, None, tuple(close))
 
 
-__all__ = ["NOT_SEPARATED", "Decision", "Option", "crossover", "decide", "measured_bests"]
+__all__ = ["NOT_SEPARATED", "Crossing", "Decision", "Option", "crossover", "decide", "measured_bests"]

@@ -70,13 +70,20 @@ def test_between_two_levels_whose_measured_bests_differ_nothing_is_predicted() -
     )
     assert bests == {16: "dspark", 64: "mtp"}
     why = crossover(32, bests)
-    assert why.startswith("the measured best changes between C=16 (dspark) and C=64 (mtp)")
+    assert why is not None
+    assert why.describe().startswith("the measured best changes between C=16 (dspark) and C=64 (mtp)")
     apart = [Option("dspark", None, _p(3851.0, 0.032)), Option("mtp", None, _p(3578.0, 0.032))]
     d = decide(32, apart, "aggregate_tok_s", crossing=why)
     assert d.choice is None and not d.predicted and d.measure == ("dspark", "mtp")
-    assert d.note == f"{NOT_SEPARATED} dspark, mtp ({why})"
+    assert d.note == f"{NOT_SEPARATED} dspark, mtp ({why.describe()})"
+    # named to measure: the options within the top's error, and the measured bests on either side
+    others = [Option(f"dspark s{k} (untested)", None, _p(3000.0 - k, 0.032)) for k in range(3)]
+    d = decide(
+        32, [*apart, *others, Option("dspark s9 (untested)", None, _p(3840.0, 0.032))], "aggregate_tok_s", crossing=why
+    )
+    assert d.measure == ("dspark", "dspark s9 (untested)", "mtp")
     # the same lead where the measured bests agree on both sides (or there is no level above) is a claim
-    assert crossover(32, {16: "dspark", 64: "dspark"}) == "" and crossover(128, bests) == ""
+    assert crossover(32, {16: "dspark", 64: "dspark"}) is None and crossover(128, bests) is None
     d = decide(32, apart, "aggregate_tok_s", crossing=crossover(32, {16: "dspark", 64: "dspark"}))
     assert d.choice == "dspark" and d.predicted
     # at a measured level the rule against the measured best applies, whatever flips around it
