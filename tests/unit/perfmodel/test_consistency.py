@@ -67,3 +67,16 @@ def test_tau_and_per_position_rates_that_agree_within_the_noise_are_no_contradic
     assert acceptance_mismatches([apart], noise=0.15) == []  # a source that states 15 % noise
     no_positions = ModelCell("d3", spec, 2, aggregate_tok_s=80.0, acceptance_length=3.066)
     assert acceptance_mismatches([no_positions]) == []
+
+
+def test_a_real_llamacpp_run_agrees_with_itself(tmp_path: Path) -> None:
+    """The measured llama.cpp n-gram space (54 speculative cells with per-position counters): tau and
+    1 + the sum of the per-position rates come from one set of counters, so the check finds nothing."""
+    fixture = PUBLIC.parent / "spaces" / "llamacpp-ngram" / "store.db"
+    copy = tmp_path / "store.db"
+    copy.write_bytes(fixture.read_bytes())
+    store = Store(copy)
+    (run_id,) = [r.run_id for r in store.runs()]
+    cells = run_cells(store, run_id).cells
+    assert sum(1 for c in cells if c.acceptance_per_position) >= 50
+    assert acceptance_mismatches(cells) == []
