@@ -107,6 +107,12 @@ class CycleModel:
         row = features(self.form, self.shape, self.families, batch, params, self.rho)
         return float(row @ np.asarray(self.coefficients[: row.size]))
 
+    def forward_ms(self, batch: int, params: SettingParams) -> float:
+        """The part of T(B, setting) that is the target's forward of n = B * D tokens for B requests: the fixed,
+        per-request and verify terms, the drafter's own columns left out (for no speculation: all of T)."""
+        row = features(self.form, self.shape, self.families, batch, params, self.rho, drafter=False)
+        return float(row @ np.asarray(self.coefficients[: row.size]))
+
     def overhead_ms(self, batch: int) -> float:
         """O(B): per-request turnaround overhead in ms (TTFT, prefill, client gap), 0 when not fitted."""
         h0, h1 = self.coefficients[-2:]
@@ -135,13 +141,21 @@ OVERHEAD_TERMS = ("request_overhead_ms", "request_overhead_per_running_ms")
 
 
 def features(
-    form: str, shape: float | None, families: Sequence[str], batch: int, params: SettingParams, rho: float | None = None
+    form: str,
+    shape: float | None,
+    families: Sequence[str],
+    batch: int,
+    params: SettingParams,
+    rho: float | None = None,
+    *,
+    drafter: bool = True,
 ) -> Matrix:
-    """The design row of one (B, setting) for `form`."""
+    """The design row of one (B, setting) for `form` (`drafter=False`: the drafter's columns 0, the row of the
+    target's forward alone)."""
     b = float(batch)
     row = request_terms(b)
     for f in families:
-        own = params.speculative and params.family == f
+        own = drafter and params.speculative and params.family == f
         row += speculation_terms(b) if own else [0.0, 0.0]
         row += draft_terms(params.steps, b, params.topk) if own else [0.0, 0.0]
     row += verify_terms(form, shape, verified_tokens(b, params.verified), rho)

@@ -34,6 +34,7 @@ import numpy as np
 
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
+from specfrontier.perfmodel.anchor import TokenAnchor, token_anchor
 from specfrontier.perfmodel.calibration import (
     AGAINST_BEST,
     BEYOND,
@@ -97,6 +98,9 @@ class FittedModel:
     """The levels each fitted setting was measured at: what the model saw, so what a prediction leans on."""
     calibration: Calibration = field(default_factory=Calibration)
     """The chosen form's held-out errors per class of prediction, and the error stated for each."""
+    anchor: TokenAnchor = field(default_factory=TokenAnchor)
+    """The fitted baseline's misfit per verified-token count (`anchor.py`): it moves speculative cycles that
+    verify as many tokens; baseline predictions stay the form's."""
 
     @property
     def form(self) -> str:
@@ -229,7 +233,7 @@ class FittedModel:
         cap = self.capacity(params)
         batch = running_requests(concurrency, cap)
         tau = self.tau(params, concurrency)
-        cycle = self.cycle.cycle_ms(batch, params)
+        cycle = self.cycle_ms(batch, params)
         if cycle <= 0:
             raise ConfigError(f"model: cycle time at B={batch} is {cycle:.3g} ms; fix: fit on more cells")
         error_class = self.error_class(params, concurrency)
@@ -276,6 +280,14 @@ class FittedModel:
             halfwidth_against_best=self.halfwidth_against_best(params, concurrency),
         )
 
+    def cycle_ms(self, batch: int, params: SettingParams) -> float:
+        """T(B, setting) in ms: the fitted form's; a speculative cycle moved by the baseline's misfit at the
+        tokens it verifies (`anchor.py`)."""
+        cycle = self.cycle.cycle_ms(batch, params)
+        if params.speculative:
+            cycle += self.anchor.offset_ms(self.cycle, batch, params)
+        return cycle
+
     def describe(self) -> list[str]:
         """Lines stating what was fitted and from what (for reports)."""
         terms = ", ".join(f"{k}={v:.4g}" for k, v in self.cycle.terms().items() if v > 0)
@@ -292,6 +304,7 @@ class FittedModel:
             f"chosen by held-out RMS error (each setting, then each level, left out and predicted): {held}; "
             f"training RMS {100 * self.train_rms:.1f} % over {self.cells} cells",
             f"capacity: {self.capacity_law.describe()}",
+            self.anchor.describe(),
             f"stated error (calibrated on the held-out errors, per kind of prediction): {self.calibration.describe()}",
         ]
         if self.inferred_capacity:
@@ -455,7 +468,7 @@ def _fit_on(
 
     if not ctx.free:
         rms, model = best_for({})
-        return ctx.model(model, {}, rms, rho)
+        return _anchored(ctx, cells, model, {}, rms, rho, shares)
 
     def search(alphas: dict[str, float], family: str, candidates: Sequence[float]) -> tuple[float, CycleModel]:
         scored = [(best_for({**alphas, family: a}), a) for a in candidates if 0.05 <= a <= 0.9995]
@@ -484,7 +497,23 @@ def _fit_on(
                 scored.append((best_for(alphas)[0], share))
             shares[family] = min(scored)[1]
             rms, model = search(alphas, family, alpha_grids[family])
-    return ctx.model(model, alphas, rms, rho, shares)
+    return _anchored(ctx, cells, model, alphas, rms, rho, shares)
+
+
+def _anchored(
+    ctx: _Context,
+    cells: Sequence[ModelCell],
+    cycle: CycleModel,
+    alphas: dict[str, float],
+    rms: float,
+    rho: float | None,
+    shares: dict[str, float],
+) -> FittedModel:
+    """The fitted model with the anchor of the baseline cells among `cells` (`anchor.py`), taken after the fit
+    from the cells this fit saw: a held-out fold's anchor knows only its own baseline."""
+    model = ctx.model(cycle, alphas, rms, rho, shares)
+    baseline = [c for c in cells if not c.params.speculative]
+    return replace(model, anchor=token_anchor(cycle, _observations(ctx, alphas, baseline, shares)))
 
 
 def _same_rate(families: Sequence[str], alpha: float) -> dict[str, float]:
