@@ -378,6 +378,14 @@ def replay_guided(table: Table, *, depth_cap: bool = True) -> Guided:
 # -- one table, all tables ------------------------------------------------------------------------------
 
 
+def _training_rms(table: Table) -> tuple[str, float] | None:
+    """(the form chosen, the RMS % of its relative errors on every figure it was fitted to); None: no figure
+    had an error (raises SpecFrontierError when the fit fails)."""
+    full = _fit(table, table.cells)
+    errors = [h.error for c, k, v in _figures(table.cells) if (h := _predict(full, c, k, v)).error is not None]
+    return (full.form, 100.0 * math.sqrt(sum(e * e for e in errors) / len(errors))) if errors else None
+
+
 def score(path: Path, *, depth_cap: bool = True, guided: bool = True, model: bool = True) -> Score:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -385,14 +393,18 @@ def score(path: Path, *, depth_cap: bool = True, guided: bool = True, model: boo
     result = Score(path.name, table.engine, len(table.cells), len(table.settings), table.levels, table.set_aside)
     result.contradictions = [c.describe() for c in contradictions(table.cells, table.noise)]
     if model and result.contradictions:
-        result.train_note = "set aside: its cells contradict the model's premises (below); not fitted"
+        # shown, not hidden: what the fit would read had the table been kept (not counted in any bar)
+        try:
+            anyway = _training_rms(table)
+        except SpecFrontierError:
+            anyway = None
+        shown = "" if anyway is None else f"; fitted anyway: training RMS {anyway[1]:.1f} % ({anyway[0]})"
+        result.train_note = f"set aside: its cells contradict the model's premises (below); not fitted{shown}"
     elif model:
         try:
-            full = _fit(table, table.cells)
-            figures = _figures(table.cells)
-            errors = [h.error for c, k, v in figures if (h := _predict(full, c, k, v)).error is not None]
-            result.form = full.form
-            result.train_rms_pct = 100.0 * math.sqrt(sum(e * e for e in errors) / len(errors)) if errors else None
+            fitted = _training_rms(table)
+            if fitted is not None:
+                result.form, result.train_rms_pct = fitted
         except SpecFrontierError as exc:
             result.train_note = f"fit failed: {exc}"
         result.loso = held_out(table, lambda c: c.setting, result.refused, lambda k: f"setting {k}")

@@ -76,3 +76,45 @@ def test_score_a_small_table(tmp_path: Path) -> None:
     line = bench.pooled_line([s])
     assert line.startswith("pooled over 1 tables: coverage") and "chains LOSO mean" in line
     assert bench.to_json([s])["tables"][0]["guided"]["grid"] == 3
+
+
+def test_a_held_out_level_where_the_measured_best_flips_around_it_is_no_claim() -> None:
+    bench = _module()
+    cells = tuple(
+        _cell(name, steps, c, agg)
+        for name, steps, c, agg in (
+            ("a", 0, 1, 100.0),
+            ("b", 1, 1, 120.0),  # b best at C = 1
+            ("a", 0, 8, 700.0),
+            ("b", 1, 8, 650.0),  # a best at C = 8
+            ("a", 0, 64, 3000.0),
+            ("b", 1, 64, 2500.0),  # a best at C = 64
+        )
+    )
+    table = bench.Table("t", "vllm", cells, None, {"a": {}, "b": {}}, {})
+    held = [  # b predicted well ahead at C = 8 (beyond its +/-2 %), a well ahead at C = 64
+        bench.HeldOut("a", 8, "aggregate_tok_s", 700.0, 600.0, 588.0, 612.0, False),
+        bench.HeldOut("b", 8, "aggregate_tok_s", 650.0, 700.0, 686.0, 714.0, False),
+        bench.HeldOut("a", 64, "aggregate_tok_s", 3000.0, 3000.0, 2940.0, 3060.0, False),
+        bench.HeldOut("b", 64, "aggregate_tok_s", 2500.0, 2500.0, 2450.0, 2550.0, False),
+    ]
+    by_level = {p.concurrency: p for p in bench.picks(table, held, levels_held_out=True)}
+    # C = 8 lies between C = 1 (b best) and C = 64 (a best): the model places no best there, and no loss counts
+    assert by_level[8].pick == "b" and not by_level[8].separated and not by_level[8].exceeds
+    # the same pick with the level measured for the other settings (a setting held out) is a claim, and loses
+    assert bench.picks(table, held)[1].exceeds
+    # C = 64 has no measured level above it: a claim, and right
+    assert by_level[64].separated and by_level[64].loss_pct == 0.0
+
+
+def test_a_set_aside_table_shows_what_its_fit_would_read(tmp_path: Path) -> None:
+    bench = _module()
+    rows = SMALL.splitlines()
+    # mtp-k2 at C = 8 states tau 2.29 with per-position rates giving 1 + 0.9 + 0.8 = 2.7: 15 % apart
+    rows = [r + (',"0.9;0.8"' if r.startswith("vllm,mtp-k2,mtp,2,,8,") else ",") for r in rows[1:]]
+    path = tmp_path / "aside.csv"
+    path.write_text(SMALL.splitlines()[0] + ",acceptance_per_position\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    s = bench.score(path, guided=False)
+    assert s.contradictions and "1 + their sum = 2.700" in s.contradictions[0]
+    assert s.train_rms_pct is None and s.loso == [] and s.lolo == []
+    assert "set aside" in s.train_note and "fitted anyway: training RMS" in s.train_note
