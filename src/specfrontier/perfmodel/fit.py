@@ -283,10 +283,7 @@ class FittedModel:
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
         """T(B, setting) in ms: the fitted form's; a speculative cycle moved by the baseline's misfit at the
         tokens it verifies (`anchor.py`)."""
-        cycle = self.cycle.cycle_ms(batch, params)
-        if params.speculative:
-            cycle += self.anchor.offset_ms(self.cycle, batch, params)
-        return cycle
+        return self.cycle.cycle_ms(batch, params) + self.anchor.offset_ms(self.cycle, batch, params)
 
     def describe(self) -> list[str]:
         """Lines stating what was fitted and from what (for reports)."""
