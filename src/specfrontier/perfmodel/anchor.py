@@ -40,6 +40,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from specfrontier.perfmodel.cycle import CycleModel, CycleObservation
 from specfrontier.perfmodel.types import SettingParams
 from specfrontier.theory.cycle import verified_tokens
@@ -60,12 +62,7 @@ class TokenAnchor:
         (and with no baseline fitted)."""
         if not self.tokens or not self.tokens[0] <= tokens <= self.tokens[-1]:
             return 0.0
-        i = next(i for i, n in enumerate(self.tokens) if n >= tokens)
-        if self.tokens[i] == tokens:
-            return self.misfit[i]
-        lo, hi = self.tokens[i - 1], self.tokens[i]
-        w = math.log(tokens / lo) / math.log(hi / lo)
-        return self.misfit[i - 1] + w * (self.misfit[i] - self.misfit[i - 1])
+        return float(np.interp(math.log(tokens), np.log(self.tokens), self.misfit))
 
     def offset_ms(self, cycle: CycleModel, batch: int, params: SettingParams) -> float:
         """What the anchor adds to the form's T(B, setting) of a speculative setting: m(B * D) x its forward."""
