@@ -64,7 +64,8 @@ class Decision:
     measure: tuple[str, ...] = ()
     """Untested options the model cannot rule out against the answer: measure them."""
     why: str = ""
-    """Why nothing is predicted although the model's errors separate the options (`crossover`); "" otherwise."""
+    """Why nothing is predicted at an unmeasured level where the measured best flips around it, whatever the
+    model's errors say (`crossover`); "" otherwise."""
 
     @property
     def note(self) -> str:
