@@ -4,8 +4,9 @@ The server (its own thread and event loop, so the client's load does not move it
 tokens per request, token i at handler start + (i + 1) x DT on an absolute schedule, one token per chunk,
 with unlimited concurrency, and logs when it emitted each token (`perf_counter_ns`, the client's clock).
 The truth of a cell is then exact: the tokens the server emitted inside the cell's steady span, divided
-by its length. The client's steady-state figure must match it within 1%, with at least 0.99 C in flight
-inside the span; the whole-window figure (ramp and drain included) falls short of it.
+by its length. The client's steady-state figure must match it within 1%, with the tool's own share of C
+(MIN_STEADY_CONCURRENCY) in flight inside the span; the whole-window figure (ramp and drain included) falls
+short of it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from aiohttp import web
 
 from specfrontier.analysis import load_run
+from specfrontier.analysis.summary import MIN_STEADY_CONCURRENCY
 from specfrontier.metrics.steady import steady_span
 from specfrontier.runs.bench import BenchOptions, open_bench
 
@@ -126,7 +128,13 @@ async def test_the_steady_rate_is_the_servers_true_rate_at_every_level(
             f"{cell.steady_concurrency.median:.3f} (window {cell.achieved_concurrency.median:.3f})"
         )
         assert steady == pytest.approx(truth, rel=0.01), (level, steady, truth)
-        assert (cell.steady_concurrency.median or 0) >= 0.99 * level, (level, cell.steady_concurrency.median)
+        # In flight inside the span: the tool's own rule (MIN_STEADY_CONCURRENCY of C), not a tighter one.
+        # The client re-issues a finished request after a gap that grows with the host's load (server and
+        # client share this process): a loaded CI host read 62.77 of 64 (98.1 %) while the rate above was
+        # still exact (1206.1 against a truth of 1202.5 tok/s).
+        inside = cell.steady_concurrency.median or 0
+        assert inside >= MIN_STEADY_CONCURRENCY * level, (level, inside)
+        assert inside <= level, (level, inside)
         assert (cell.steady_s.median or 0) >= 3.0  # the duration bound gave the steady span its length
         # Ramp and drain pull the whole-window figure below the truth. At C=4 and C=16 that loss
         # (0.01 % and 0.25 % here) is within the wall-clock jitter of the two spans (a CI run read
