@@ -62,7 +62,7 @@ import math
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ from specfrontier.analysis.summary import OverRepeats
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.base import EngineSetting
 from specfrontier.engines.registry import stored_setting
-from specfrontier.errors import SpecFrontierError
+from specfrontier.errors import ConfigError, SpecFrontierError
 from specfrontier.perfmodel import FittedModel, ModelCell, fit_model
 from specfrontier.perfmodel.consistency import contradictions
 from specfrontier.perfmodel.decide import crossover, measured_bests
@@ -86,6 +86,8 @@ from specfrontier.store import Store
 PUBLIC = Path(__file__).resolve().parent / "public"
 KINDS = ("aggregate_tok_s", "per_request_tok_s")
 REGRET_TARGET = 0.01
+SET_ASIDE_KEY = "set_aside"
+"""A table file's map {setting: why} of settings its source says are not valid (quoted, never fitted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,10 +210,27 @@ def read_table(path: Path, store: Store) -> Table:
         for name, p in params.items()
         if ADAPTIVE_KEY in p
     }
+    aside.update(_source_set_aside(path, imported.metadata.get(SET_ASIDE_KEY), params))
     cells = tuple(c for c in run.cells if c.setting not in aside)
     static = {n: p for n, p in params.items() if n not in aside}
     noise = float(imported.metadata.get("noise_pct") or 0.0) / 100.0
     return Table(path.name, run.engine, cells, run.rho, static, aside, noise)
+
+
+def _source_set_aside(path: Path, given: object, params: Mapping[str, object]) -> dict[str, str]:
+    """The table file's own `set_aside` map {setting: why}: settings its source says are not valid settings
+    (e.g. a configuration the engine refuses, measured with the check patched out): quoted, not fitted."""
+    if given is None:
+        return {}
+    if not isinstance(given, dict) or not all(isinstance(v, str) and v for v in given.values()):
+        raise ConfigError(f"{path.name}: {SET_ASIDE_KEY} must map setting names to reasons; fix: {{name: why}}")
+    unknown = sorted(set(given) - set(params))
+    if unknown:
+        raise ConfigError(
+            f"{path.name}: {SET_ASIDE_KEY} names {', '.join(unknown)}, not settings of the table; "
+            f"fix: use one of {', '.join(sorted(params))}"
+        )
+    return {str(k): f"the source: {v}" for k, v in given.items()}
 
 
 def _figures(cells: Sequence[ModelCell]) -> list[tuple[ModelCell, str, float]]:

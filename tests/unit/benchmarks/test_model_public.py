@@ -3,10 +3,16 @@ guided-search replay, on one small table (made up for the test: not a public tab
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from builders import load_benchmark
+from specfrontier.errors import ConfigError
 from specfrontier.perfmodel import ModelCell, SettingParams
 
 SMALL = (
@@ -118,3 +124,37 @@ def test_a_set_aside_table_shows_what_its_fit_would_read(tmp_path: Path) -> None
     assert s.contradictions and "1 + their sum = 2.700" in s.contradictions[0]
     assert s.train_rms_pct is None and s.loso == [] and s.lolo == []
     assert "set aside" in s.train_note and "fitted anyway: training RMS" in s.train_note
+
+
+def _json_table(tmp_path: Path, set_aside: object) -> Path:
+    """SMALL as a JSON table file with a `set_aside` map (what a table's source says is not a valid setting)."""
+    rows = [{k: v for k, v in row.items() if v} for row in csv.DictReader(io.StringIO(SMALL))]
+    for row in rows:
+        for key in ("concurrency", "num_speculative_tokens"):
+            if key in row:
+                row[key] = int(row[key])
+        for key in ("aggregate_tok_s", "per_request_tok_s", "acceptance_length"):
+            if key in row:
+                row[key] = float(row[key])
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({"engine": "vllm", "set_aside": set_aside, "cells": rows}), encoding="utf-8")
+    return path
+
+
+def test_a_setting_its_source_calls_invalid_is_quoted_and_never_fitted(tmp_path: Path) -> None:
+    bench = _module()
+    why = "a draft shorter than the block: the engine refuses it; measured with the check patched out"
+    s = bench.score(_json_table(tmp_path, {"mtp-k1": why}), guided=False)
+    assert s.set_aside["mtp-k1"] == f"the source: {why}" and "mtp-k2-adaptive" in s.set_aside
+    assert s.cells == 6 and s.settings == 2
+    assert {h.setting for h in s.loso + s.lolo} == {"no-spec", "mtp-k2"}  # never held out, never a best
+    assert all(p.best != "mtp-k1" for p in s.picks_loso + s.picks_lolo)
+    assert f"- set aside: mtp-k1: the source: {why}" in bench.detail_lines(s)
+
+
+def test_a_set_aside_map_that_names_no_setting_of_the_table_is_refused_with_the_fix(tmp_path: Path) -> None:
+    bench = _module()
+    with pytest.raises(ConfigError, match=r"set_aside names mtp-k9, not settings of the table; fix: use one of"):
+        bench.score(_json_table(tmp_path, {"mtp-k9": "why"}), guided=False)
+    with pytest.raises(ConfigError, match=r"set_aside must map setting names to reasons"):
+        bench.score(_json_table(tmp_path, ["mtp-k1"]), guided=False)
