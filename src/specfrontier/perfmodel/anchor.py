@@ -32,6 +32,18 @@ Rules, each with its reason:
   the chains' worst held-out error on the public tables 8.4 -> 9.0 %);
 - the anchor is taken after the fit from the cells that fit saw, so each held-out fold's anchor knows only
   its own baseline (a left-out level's baseline cell does not anchor its own prediction).
+
+The siblings' misfit at the same batch (`SiblingAnchor`). Settings of one drafter and one shape (chains, or
+trees) run the same draft and verify code at a batch size, and what the form misses there (a level whose runs
+were slow or fast, a captured graph, a scheduler's quirk at that batch) shows in each of them: on a table
+with no baseline to anchor to it is the only evidence of it. A setting's cycle at B is scaled by the mean
+relative misfit, at B, of the OTHER fitted settings of its drafter and shape; never by its own (a fitted
+cell's prediction must not be its measurement). Measured on the public tables (benchmarks/model_public.py):
+GLM-4.7's EAGLE chains (SGLang PR #22246, no baseline), steps 2 at two requests left out, 8.2 % off, 5.6 %
+with its siblings' misfit at that batch (steps 1 and 3: 4 % and 1 % over); the chains' held-out mean over
+the public tables 2.4 -> 1.9 %. Rules: only at a batch some sibling ran at (none between: a level's quirk
+is its own); never across drafters or between chains and trees; taken after the fit and the token anchor,
+from the cells that fit saw.
 """
 
 from __future__ import annotations
@@ -82,6 +94,87 @@ class TokenAnchor:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SiblingAnchor:
+    """Per (drafter, batch): each fitted chain setting's mean relative cycle misfit there, (measured -
+    predicted) / predicted with the token anchor; and per drafter, how much of the misfit is the batch's."""
+
+    misfit: tuple[tuple[tuple[str, int], tuple[tuple[SettingParams, float], ...]], ...] = ()
+    level_share: tuple[tuple[str, float, float], ...] = ()
+    """Per drafter: (family, tau2, sigma2), the variance of a batch's own effect and of a setting's misfit
+    around it (one-way random effects over the batches two or more settings ran at)."""
+
+    def misfit_at(self, batch: int, params: SettingParams) -> float:
+        """The batch's effect as `params`' siblings show it: the mean misfit at `batch` of the other fitted
+        chains of its drafter, shrunk by tau2 / (tau2 + sigma2 / k) for k of them (0 without a sibling
+        there, for a tree or a setting without speculation, or where the batches share no effect)."""
+        if not params.speculative or params.topk > 1:
+            return 0.0
+        others = [
+            m
+            for (family, b), rows in self.misfit
+            if (family, b) == (params.family, batch)
+            for p, m in rows
+            if p != params
+        ]
+        share = next(((t, s) for family, t, s in self.level_share if family == params.family), None)
+        if not others or share is None or share[0] <= 0:
+            return 0.0
+        tau2, sigma2 = share
+        return tau2 / (tau2 + sigma2 / len(others)) * sum(others) / len(others)
+
+    def describe(self) -> str:
+        """One line for reports: the misfits a setting's siblings move it by, and how far."""
+        if not self.misfit:
+            return "sibling anchor: none (no two chain settings of one drafter at one batch size)"
+        shown = "; ".join(
+            f"{family} at B={batch}: " + ", ".join(f"{p.label} {100 * m:+.1f} %" for p, m in rows)
+            for (family, batch), rows in self.misfit
+        )
+        shares = ", ".join(
+            f"{family}: batch effect sd {100 * math.sqrt(t):.1f} %, setting sd {100 * math.sqrt(s):.1f} %"
+            for family, t, s in self.level_share
+        )
+        return (
+            "sibling anchor: a chain's cycle at B is scaled by the mean misfit of its drafter's other fitted chains "
+            f"at B ((measured - predicted) / predicted), shrunk by how much of it is the batch's ({shares}): {shown}"
+        )
+
+
+def sibling_anchor(cycle: CycleModel, tokens: TokenAnchor, observations: Sequence[CycleObservation]) -> SiblingAnchor:
+    """The sibling anchor of `cycle` (with the token anchor `tokens`) from its chain observations: groups of
+    two or more settings at one batch, and per drafter the one-way random-effects variances over them
+    (tau2 = var of the batch means - sigma2 / mean group size, at least 0)."""
+    by_key: dict[tuple[str, int], dict[SettingParams, list[float]]] = {}
+    for o in observations:
+        if not o.params.speculative or o.params.topk > 1:
+            continue
+        predicted = (
+            cycle.cycle_ms(o.batch, o.params)
+            + tokens.offset_ms(cycle, o.batch, o.params)
+            + o.overhead_per_token * cycle.overhead_ms(o.batch)
+        )
+        if predicted <= 0:
+            continue
+        by_key.setdefault((o.params.family, o.batch), {}).setdefault(o.params, []).append(o.cycle_ms / predicted - 1.0)
+    groups = tuple(
+        (key, tuple((p, sum(v) / len(v)) for p, v in rows.items()))
+        for key, rows in sorted(by_key.items())
+        if len(rows) >= 2
+    )
+    shares = []
+    for family in sorted({family for (family, _), _ in groups}):
+        batches = [np.array([m for _, m in rows]) for (f, _), rows in groups if f == family]
+        within_df = sum(len(b) - 1 for b in batches)
+        if len(batches) < 2 or within_df < 1:
+            continue
+        sigma2 = float(sum(((b - b.mean()) ** 2).sum() for b in batches)) / within_df
+        between = float(np.var([b.mean() for b in batches]))
+        size = float(np.mean([len(b) for b in batches]))
+        shares.append((family, max(0.0, between - sigma2 / size), sigma2))
+    return SiblingAnchor(groups, tuple(shares))
+
+
 def token_anchor(cycle: CycleModel, observations: Sequence[CycleObservation]) -> TokenAnchor:
     """The anchor of `cycle` from the observations of its no-speculation cells (speculative ones are ignored):
     each one's residual against what the form predicts for it (turnaround overhead included), over the
@@ -98,4 +191,4 @@ def token_anchor(cycle: CycleModel, observations: Sequence[CycleObservation]) ->
     return TokenAnchor(tokens, tuple(sum(by_tokens[n]) / len(by_tokens[n]) for n in tokens))
 
 
-__all__ = ["TokenAnchor", "token_anchor"]
+__all__ = ["SiblingAnchor", "TokenAnchor", "sibling_anchor", "token_anchor"]

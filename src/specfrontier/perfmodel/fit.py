@@ -34,7 +34,7 @@ import numpy as np
 
 from specfrontier.errors import ConfigError
 from specfrontier.perfmodel.acceptance import FamilyAcceptance, fit_acceptance
-from specfrontier.perfmodel.anchor import TokenAnchor, token_anchor
+from specfrontier.perfmodel.anchor import SiblingAnchor, TokenAnchor, sibling_anchor, token_anchor
 from specfrontier.perfmodel.calibration import (
     AGAINST_BEST,
     BEYOND,
@@ -101,6 +101,9 @@ class FittedModel:
     anchor: TokenAnchor = field(default_factory=TokenAnchor)
     """The fitted baseline's misfit per verified-token count (`anchor.py`): it moves speculative cycles that
     verify as many tokens; baseline predictions stay the form's."""
+    siblings: SiblingAnchor = field(default_factory=SiblingAnchor)
+    """Each fitted speculative setting's misfit per batch (`anchor.py`): a setting's cycle at B is scaled by
+    its siblings' (same drafter and shape, never its own)."""
 
     @property
     def form(self) -> str:
@@ -282,8 +285,9 @@ class FittedModel:
 
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
         """T(B, setting) in ms: the fitted form's; a speculative cycle moved by the baseline's misfit at the
-        tokens it verifies (`anchor.py`)."""
-        return self.cycle.cycle_ms(batch, params) + self.anchor.offset_ms(self.cycle, batch, params)
+        tokens it verifies and scaled by its siblings' misfit at B (`anchor.py`)."""
+        anchored = self.cycle.cycle_ms(batch, params) + self.anchor.offset_ms(self.cycle, batch, params)
+        return anchored * (1.0 + self.siblings.misfit_at(batch, params))
 
     def describe(self) -> list[str]:
         """Lines stating what was fitted and from what (for reports)."""
@@ -302,6 +306,7 @@ class FittedModel:
             f"training RMS {100 * self.train_rms:.1f} % over {self.cells} cells",
             f"capacity: {self.capacity_law.describe()}",
             self.anchor.describe(),
+            self.siblings.describe(),
             f"stated error (calibrated on the held-out errors, per kind of prediction): {self.calibration.describe()}",
         ]
         if self.inferred_capacity:
@@ -506,11 +511,13 @@ def _anchored(
     rho: float | None,
     shares: dict[str, float],
 ) -> FittedModel:
-    """The fitted model with the anchor of the baseline cells among `cells` (`anchor.py`), taken after the fit
-    from the cells this fit saw: a held-out fold's anchor knows only its own baseline."""
+    """The fitted model with the anchors of `cells` (`anchor.py`: the baseline's misfit per verified tokens,
+    the siblings' per batch), taken after the fit from the cells this fit saw: a held-out fold's anchors know
+    only its own cells."""
     model = ctx.model(cycle, alphas, rms, rho, shares)
-    baseline = [c for c in cells if not c.params.speculative]
-    return replace(model, anchor=token_anchor(cycle, _observations(ctx, alphas, baseline, shares)))
+    observations = _observations(ctx, alphas, cells, shares)
+    tokens = token_anchor(cycle, observations)
+    return replace(model, anchor=tokens, siblings=sibling_anchor(cycle, tokens, observations))
 
 
 def _same_rate(families: Sequence[str], alpha: float) -> dict[str, float]:
