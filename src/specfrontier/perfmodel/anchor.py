@@ -33,17 +33,22 @@ Rules, each with its reason:
 - the anchor is taken after the fit from the cells that fit saw, so each held-out fold's anchor knows only
   its own baseline (a left-out level's baseline cell does not anchor its own prediction).
 
-The siblings' misfit at the same batch (`SiblingAnchor`). Settings of one drafter and one shape (chains, or
-trees) run the same draft and verify code at a batch size, and what the form misses there (a level whose runs
-were slow or fast, a captured graph, a scheduler's quirk at that batch) shows in each of them: on a table
-with no baseline to anchor to it is the only evidence of it. A setting's cycle at B is scaled by the mean
-relative misfit, at B, of the OTHER fitted settings of its drafter and shape; never by its own (a fitted
-cell's prediction must not be its measurement). Measured on the public tables (benchmarks/model_public.py):
-GLM-4.7's EAGLE chains (SGLang PR #22246, no baseline), steps 2 at two requests left out, 8.2 % off, 5.6 %
-with its siblings' misfit at that batch (steps 1 and 3: 4 % and 1 % over); the chains' held-out mean over
-the public tables 2.4 -> 1.9 %. Rules: only at a batch some sibling ran at (none between: a level's quirk
-is its own); never across drafters or between chains and trees; taken after the fit and the token anchor,
-from the cells that fit saw.
+The siblings' misfit at the same batch (`SiblingAnchor`). Chains of one drafter run the same draft and verify
+code at a batch size and differ only in depth, so what the form misses at a batch (a level whose runs were
+slow or fast, a captured graph, a scheduler's quirk there) shows in each of them; on a table with no baseline
+to anchor to it is the only evidence of it. A chain's cycle at B is scaled by the mean relative misfit, at B,
+of the OTHER fitted chains of its drafter, shrunk by w = tau2 / (tau2 + sigma2 / k) for k of them: over the
+batches where two or more chains ran, sigma2 is the variance of a chain's misfit around its batch's mean and
+tau2 the variance of the batch means less sigma2 / (mean chains per batch), at least 0 (one-way random
+effects, by moments). A batch effect the chains share is carried; misfits that are each cell's own noise
+give tau2 ~ 0 and move nothing. Measured (benchmarks/model_public.py, docs/model.md): GLM-4.7's EAGLE chains
+(SGLang PR #22246, no baseline), steps 2 at two requests left out, +8.2 -> +6.1 % (its four siblings 1.96 %
+slow there, w = 0.82); the public chains' held-out mean 2.4 -> 2.0 %, max 8.2 -> 6.5 %. Unshrunk, a simulated
+chat sweep's per-cell sampling noise moved its neighbours and the depth chosen at C = 2 lost 7.2 %. Rules:
+never a setting's own misfit (a fitted cell's prediction must not be its measurement); never across drafters;
+never for trees (they differ in steps, topk and verified tokens at once: a batch's effect is not told from a
+shape's; with them AngelSlim's training RMS went 6.0 -> 6.2 %); nothing at a batch no sibling ran at; taken
+after the fit and the token anchor, from the cells that fit saw.
 """
 
 from __future__ import annotations
