@@ -102,8 +102,8 @@ class FittedModel:
     """The fitted baseline's misfit per verified-token count (`anchor.py`): it moves speculative cycles that
     verify as many tokens; baseline predictions stay the form's."""
     siblings: SiblingAnchor = field(default_factory=SiblingAnchor)
-    """Each fitted speculative setting's misfit per batch (`anchor.py`): a setting's cycle at B is scaled by
-    its siblings' (same drafter and shape, never its own)."""
+    """Each fitted chain's misfit per batch (`anchor.py`): a chain's cycle at B is scaled by its sibling chains'
+    misfit there (same drafter, never its own), shrunk by how much of it the batches share."""
 
     @property
     def form(self) -> str:
