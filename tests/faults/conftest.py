@@ -131,10 +131,11 @@ def no_tagged_processes(request: pytest.FixtureRequest) -> Iterator[None]:
         proc.communicate(timeout=30)
     left = wait_for_no_tagged_processes()
     _MATRIX.setdefault(request.node.nodeid, {})["orphans"] = len(left)
+    described = [_describe(pid) for pid in left]  # before the kill: a dying process's cmdline reads empty
     for pid in left:  # by pid, never by name: nothing outside this session is touched
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    assert not left, f"processes left running: {[_describe(pid) for pid in left]}"
+    assert not left, f"processes left running: {described}"
 
 
 def _describe(pid: int) -> str:
