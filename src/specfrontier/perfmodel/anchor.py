@@ -154,11 +154,7 @@ def sibling_anchor(cycle: CycleModel, tokens: TokenAnchor, observations: Sequenc
     for o in observations:
         if not o.params.speculative or o.params.topk > 1:
             continue
-        predicted = (
-            cycle.cycle_ms(o.batch, o.params)
-            + tokens.offset_ms(cycle, o.batch, o.params)
-            + o.overhead_per_token * cycle.overhead_ms(o.batch)
-        )
+        predicted = cycle.observed_ms(o) + tokens.offset_ms(cycle, o.batch, o.params)
         if predicted <= 0:
             continue
         by_key.setdefault((o.params.family, o.batch), {}).setdefault(o.params, []).append(o.cycle_ms / predicted - 1.0)
@@ -189,7 +185,7 @@ def token_anchor(cycle: CycleModel, observations: Sequence[CycleObservation]) ->
         forward = cycle.forward_ms(o.batch, o.params)
         if o.params.speculative or forward <= 0:
             continue
-        predicted = cycle.cycle_ms(o.batch, o.params) + o.overhead_per_token * cycle.overhead_ms(o.batch)
+        predicted = cycle.observed_ms(o)
         n = verified_tokens(o.batch, o.params.verified)
         by_tokens.setdefault(n, []).append((o.cycle_ms - predicted) / forward)
     tokens = tuple(sorted(by_tokens))

@@ -118,6 +118,11 @@ class CycleModel:
         h0, h1 = self.coefficients[-2:]
         return h0 + h1 * batch
 
+    def observed_ms(self, o: CycleObservation) -> float:
+        """What the form predicts for an observation's cycle time: T(B, setting), plus the turnaround overhead
+        an aggregate figure carries (`CycleObservation`)."""
+        return self.cycle_ms(o.batch, o.params) + o.overhead_per_token * self.overhead_ms(o.batch)
+
     def terms(self) -> dict[str, float]:
         """Coefficient per named term, for reports."""
         return dict(zip(term_names(self.form, self.families), self.coefficients, strict=True))
