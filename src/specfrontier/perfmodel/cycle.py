@@ -10,6 +10,9 @@ non-negative coefficients once one shape parameter is fixed:
 - roofline: T = c0 + c1*B + sum_f s*(d_f + e_f*B*k) + cc*max(0, B*D - n0)   ridge n0 on a grid (RIDGE_GRID)
 - moe-roofline: the expert coverage and the ridge together (rho known only: with rho on a grid too the
             fit would cost 11 x more; without rho the form is not tried)
+- kernel-switch: T = c0 + c1*B + sum_f [...] + cm*B*D*[B*D < L] + cq*B*D*[B*D >= L]   switch L on a grid
+            (SWITCH_GRID); a threshold, not a continuous quantity: the fit changes only where L passes an
+            observed B*D, so it is not refined between grid points
 
 s = draft depth, k = topk, D = verified tokens per request, f = drafter family (each drafter has its own
 draft cost, so this module lays the draft columns out per family); o_f + p_f*B is what speculation with
@@ -23,8 +26,9 @@ negative costs).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +49,9 @@ FORMS = CYCLE_FORMS
 """The forms the model fits and chooses between: all of the theory's."""
 RHO_GRID = tuple(float(x) for x in np.geomspace(1 / 1024, 1 / 4, 11))
 RIDGE_GRID = tuple(float(round(x)) for x in np.geomspace(8, 2048, 25))
+SWITCH_GRID = (6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 24.0, 32.0, 48.0, 64.0, 96.0, 128.0)
+"""Where a matrix-vector kernel may give way to a matrix-matrix one, in rows (verified tokens) per forward:
+MLX's limits (6, 10, 12, 14, 18, 32 by GPU and matrix size) and powers of two around them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,11 @@ class CycleModel:
     """An orthonormal basis of the directions the fitted observations do not see (the null space of their
     column-scaled design): a prediction whose row has a component along one of them is not determined by
     the cells (`determined`)."""
+    switch_gap: tuple[float, float] | None = None
+    """kernel-switch only: (the most verified tokens per forward of a fitted cell below the switch, 0 if none;
+    the fewest at or above it, inf if none). The fit cannot place the switch inside this gap."""
+    switch_step: float = 0.0
+    """kernel-switch only: the relative step down the cells show at the switch (`_switch_step`)."""
 
     def determined(self, batch: int, params: SettingParams, overhead: bool = False) -> bool:
         """Whether the fitted cells determine T(B, setting) (and, with `overhead`, the turnaround O(B)): its
@@ -88,6 +100,8 @@ class CycleModel:
         leans on how the fit split a cost the cells only saw in sum (a drafter's per-request speculation
         cost fitted at one batch size, its per-step cost at one depth, a term no fitted cell used), which
         the cells say nothing about."""
+        if self.in_switch_gap(batch, params):
+            return False
         if not self.null_space:
             return True
         basis = np.asarray(self.null_space)
@@ -101,6 +115,15 @@ class CycleModel:
             if np.linalg.norm(basis @ scaled) > DETERMINED_TOL * np.linalg.norm(scaled):
                 return False
         return True
+
+    def in_switch_gap(self, batch: int, params: SettingParams) -> bool:
+        """Whether a forward of B * D verified tokens lies strictly between the fitted cells' counts on either side
+        of the kernel switch (`switch_gap`): every switch in that gap fits the cells alike, so which kernel
+        runs it, and what it costs, the cells do not say."""
+        if self.switch_gap is None:
+            return False
+        lo, hi = self.switch_gap
+        return lo < verified_tokens(batch, params.verified) < hi
 
     def cycle_ms(self, batch: int, params: SettingParams) -> float:
         """T(B, setting) in ms (decode only: the overhead terms are left out)."""
@@ -175,6 +198,9 @@ def shapes(form: str, rho: float | None) -> tuple[float | None, ...]:
         return RIDGE_GRID
     if form == "moe-roofline":
         return RIDGE_GRID if rho is not None else ()
+    if form == "kernel-switch":
+        return SWITCH_GRID
+
     return (None,)
 
 
@@ -212,7 +238,43 @@ def fit_form(
     rms = float(np.sqrt(np.mean(resid**2)))
     kept_rho = rho if form == "moe-roofline" else None
     scale, null = null_space(rows) if dropped else ((), ())  # full column rank: every row is determined
-    return CycleModel(form, shape, tuple(families), tuple(float(c) for c in coef), kept_rho, groups, scale, null), rms
+    coefficients = tuple(float(c) for c in coef)
+    model = CycleModel(form, shape, tuple(families), coefficients, kept_rho, groups, scale, null)
+    if form == "kernel-switch":
+        model = replace(model, switch_gap=_switch_gap(shape, observations))
+        model = replace(model, switch_step=_switch_step(model, observations))
+    return model, rms
+
+
+def _switch_step(model: CycleModel, observations: Sequence[CycleObservation]) -> float:
+    """The step the fitted switch makes in the cells' cost: at the fewest verified tokens at or above it, how
+    much less the cycle costs than the matrix-vector regime's line carried there, relative to the observed
+    cycle (mean over those cells); 0 where a regime rests on fewer than MIN_REGIME_TOKENS token counts (a
+    regime seen at one count has a cost of its own for those cells alone: AngelSlim #163, a switch putting
+    only the (4,4,16) tree at batch 64 above it, fitted the table to 3.7 % instead of 6.0 %, its per-token
+    cost 0)."""
+    assert model.shape is not None and model.switch_gap is not None
+    tokens = {verified_tokens(o.batch, o.params.verified) for o in observations}
+    below = [n for n in tokens if n < model.shape]
+    above = [n for n in tokens if n >= model.shape]
+    if len(below) < MIN_REGIME_TOKENS or len(above) < MIN_REGIME_TOKENS:
+        return 0.0
+    names = term_names(model.form, model.families)
+    matvec, matmul = (model.coefficients[names.index(n)] for n in VERIFY_TERM_NAMES["kernel-switch"])
+    first = min(above)
+    at = [o for o in observations if verified_tokens(o.batch, o.params.verified) == first]
+    return float(np.mean([(matvec - matmul) * first / o.cycle_ms for o in at]))
+
+
+MIN_REGIME_TOKENS = 2
+"""The fewest distinct verified-token counts per forward each kernel regime's cells must span."""
+
+
+def _switch_gap(shape: float | None, observations: Sequence[CycleObservation]) -> tuple[float, float]:
+    assert shape is not None
+    tokens = [verified_tokens(o.batch, o.params.verified) for o in observations]
+    below = max((n for n in tokens if n < shape), default=0.0)
+    return below, min((n for n in tokens if n >= shape), default=math.inf)
 
 
 DETERMINED_TOL = 1e-6

@@ -67,6 +67,11 @@ keeping that law put held-out depths 10 % low."""
 SHARE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 """Rank shares tried for a drafter whose trees were measured by throughput alone (no acceptance)."""
 FROM_THROUGHPUT = "fitted from throughput (no acceptance measured)"
+DISCRETE_SHAPES = ("kernel-switch",)
+SWITCH_STEP_FACTOR = 3.0
+"""How many times its training RMS the cost step at a fitted kernel switch must be for the form to be chosen."""
+"""Forms whose shape is a threshold: the fit changes only where it passes an observed value, so a search
+between grid points finds nothing the grid did not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +254,13 @@ class FittedModel:
                     f"{far} steps beyond the fitted depths, farther than any held-out setting lay "
                     f"({self.calibration.reach})"
                 )
+            elif self.cycle.in_switch_gap(running_requests(concurrency, cap), params):
+                lo, hi = self.cycle.switch_gap or (0.0, math.inf)
+                tokens = running_requests(concurrency, cap) * params.verified
+                why = (
+                    f"it verifies {tokens:g} tokens per forward, between the fitted cells' {lo:g} and {hi:g}, "
+                    "where the kernel switch lies: which kernel runs it is not known"
+                )
             elif not self.determined(params, concurrency):
                 why = (
                     f"the fitted cells do not determine it: it leans on costs they saw only in sum "
@@ -299,6 +311,8 @@ class FittedModel:
             shape = f" (ridge at {self.cycle.shape:.3g} verified tokens)"
         elif self.cycle.form == "moe-roofline" and self.cycle.shape is not None:
             shape = f" (rho = k/E = {self.cycle.rho:.4g}, given; ridge at {self.cycle.shape:.3g} verified tokens)"
+        elif self.cycle.form == "kernel-switch" and self.cycle.shape is not None:
+            shape = f" (matrix-vector kernel below {self.cycle.shape:.3g} verified tokens per forward, tiled above)"
         held = ", ".join(f"{k} {'-' if v is None else f'{100 * v:.1f} %'}" for k, v in self.heldout_rms.items())
         lines = [
             f"cycle form: {self.cycle.form}{shape}; {terms}",
@@ -539,7 +553,7 @@ def _refine_shape(
     simulated sweeps (benchmarks/model_accuracy.py) a ridge at 45-48 tokens fitted on the nearest grid
     point put held-out depths 5 % off; refined, the error is that of the data."""
     shapes_on_grid = [g for g in grid if g is not None]
-    if model.shape is None or len(shapes_on_grid) < 2:
+    if model.shape is None or len(shapes_on_grid) < 2 or form in DISCRETE_SHAPES:
         return rms, model
     i = shapes_on_grid.index(model.shape)
     lo, hi = shapes_on_grid[max(0, i - 1)], shapes_on_grid[min(len(shapes_on_grid) - 1, i + 1)]
@@ -713,7 +727,18 @@ def _explains_plateaus(with_law: tuple[_Errors, int], without: tuple[_Errors, in
 def _fit_forms(ctx: _Context, forms: Sequence[str], rho: float | None) -> tuple[_Fits, str]:
     """Every form's fit and held-out errors, and the form chosen by their RMS."""
     fits = {form: _held_out(ctx, form, rho) for form in forms}
-    return fits, min(forms, key=lambda form: _score(_pooled_rms(fits[form][1]), form))
+    shown = [form for form in forms if _shows_its_terms(fits[form][0])] or list(forms)
+    return fits, min(shown, key=lambda form: _score(_pooled_rms(fits[form][1]), form))
+
+
+def _shows_its_terms(model: FittedModel) -> bool:
+    """Whether the cells show what the form adds: a kernel switch only where its step down is beyond the fit's
+    own scatter (SWITCH_STEP_FACTOR x its training RMS), each regime spanning two token counts. Otherwise the
+    switch is one more free parameter: on a smooth simulated chain sweep with 3 % noise a switch "step" of
+    1.8 % won the held-out comparison by refusing the level it left in its gap."""
+    if model.cycle.form != "kernel-switch":
+        return True
+    return model.cycle.switch_step > SWITCH_STEP_FACTOR * model.train_rms
 
 
 def _with_inferred_capacity(
@@ -763,6 +788,11 @@ def fit_model(
     if unknown:
         raise ConfigError(f"model: form = {unknown[0]!r}: unknown; fix: use some of {', '.join(FORMS)}")
     forms = [f for f in forms if shapes(f, rho)]  # moe-roofline needs a known rho
+    if not forms:
+        raise ConfigError(
+            "model: form = moe-roofline alone needs the routing ratio (experts, experts_per_token); "
+            "fix: give the model's experts, or add another form"
+        )
     ctx = _context(usable)
     fits, chosen = _fit_forms(ctx, forms, rho)
     if infer_capacity_law and ctx.law.kind == "unknown":

@@ -12,17 +12,26 @@ D = verified tokens per request, n = B * D verified tokens per cycle):
 - max(0, n - knee) is the roofline hinge: verification is memory-bound (nearly free per token) until n
   reaches the ridge, then compute-bound.
 
-The fitted model cannot identify every term from a few cells, so it fits one of three linear FORMS,
+The fitted model cannot identify every term from a few cells, so it fits one of these linear FORMS,
 each the full cycle with some terms left out (and a drafter family's own draft costs):
 
     dense:        verify_token * n
     moe:          ce * Ncov(n) / E + verify_token * n     E folded into ce, rho = k_e/E known or on a grid
     roofline:     compute_token * max(0, n - n0)          ridge n0 on a grid
     moe-roofline: ce * Ncov(n) / E + compute_token * max(0, n - n0)   rho known (model card), ridge on a grid
+    kernel-switch: matvec_token * n * [n < L] + matmul_token * n * [n >= L]   switch L on a grid
 
 Trees make the last one necessary: a tree verifies D tokens per request (up to 64 and more), so at a small
 batch the verified tokens already touch many more experts than a chain's (the MoE term), and at a large
 batch they pass the ridge (the roofline term); a chain space rarely shows both at once.
+
+Small forwards make the kernel-switch form necessary: engines multiply a forward of few rows with a
+matrix-vector kernel whose cost grows with every row, and switch to a tiled matrix-matrix kernel above a
+row count L (MLX: `get_qmv_batch_limit` in mlx/backend/metal/quantized.cpp returns 6-32 by GPU and matrix
+size; ggml's Metal and CUDA back ends have their own limits). At the switch the cost per verified token
+drops, so the cycle grows steeply up to L verified tokens, then slowly: MTPLX's MTP depth 3 on an M3 Ultra
+(PR #338) has its cycle grow 28 and 46 ms from 4 to 8 and 16 verified tokens, then 11 ms from 16 to 32, no
+roofline or expert coverage bends that way.
 
 `request_terms`, `draft_terms` and `verify_terms` are the columns: `cycle_time_ms` weighs them with a
 profile's known costs, the fitted model lays them out as its design row and fits the weights.
@@ -32,13 +41,14 @@ from __future__ import annotations
 
 from typing import Protocol
 
-CYCLE_FORMS = ("dense", "moe", "roofline", "moe-roofline")
+CYCLE_FORMS = ("dense", "moe", "roofline", "moe-roofline", "kernel-switch")
 """The linear cycle-time forms, simplest first (the fitted model prefers the simpler one on a tie)."""
 VERIFY_TERM_NAMES: dict[str, tuple[str, ...]] = {
     "dense": ("verify_token_ms",),
     "moe": ("expert_coverage_ms", "verify_token_ms"),
     "roofline": ("compute_token_ms",),
     "moe-roofline": ("expert_coverage_ms", "compute_token_ms"),
+    "kernel-switch": ("matvec_token_ms", "matmul_token_ms"),
 }
 """Per form, the names of the coefficients of `verify_terms`' columns, in order."""
 
@@ -116,9 +126,15 @@ def compute_bound_tokens(tokens: float, ridge_tokens: float) -> float:
     return max(0.0, tokens - ridge_tokens)
 
 
+def kernel_regime_tokens(tokens: float, switch_tokens: float) -> list[float]:
+    """[n, 0] below the switch L (a matrix-vector kernel), [0, n] at or above it (a tiled matrix-matrix one):
+    the verified tokens each kernel regime processes."""
+    return [tokens, 0.0] if tokens < switch_tokens else [0.0, tokens]
+
+
 def verify_terms(form: str, shape: float | None, tokens: float, rho: float | None = None) -> list[float]:
     """The verify columns of a linear form at n = `tokens` (shape: rho for moe, the ridge for roofline and
-    moe-roofline; `rho`: the routing ratio moe-roofline needs)."""
+    moe-roofline, the switch for kernel-switch; `rho`: the routing ratio moe-roofline needs)."""
     if form == "dense":
         return [tokens]
     if form == "moe":
@@ -130,6 +146,9 @@ def verify_terms(form: str, shape: float | None, tokens: float, rho: float | Non
     if form == "moe-roofline":
         assert shape is not None and rho is not None
         return [expert_coverage_fraction(tokens, rho), compute_bound_tokens(tokens, shape)]
+    if form == "kernel-switch":
+        assert shape is not None
+        return kernel_regime_tokens(tokens, shape)
     raise ValueError(f"unknown cycle form {form!r}")
 
 
@@ -168,6 +187,7 @@ __all__ = [
     "draft_terms",
     "expert_coverage",
     "expert_coverage_fraction",
+    "kernel_regime_tokens",
     "request_terms",
     "routing_ratio",
     "speculation_terms",
