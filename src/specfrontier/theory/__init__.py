@@ -8,7 +8,7 @@ predictions and the fitted model's cannot drift apart through two copies of one 
 - `capacity`: the running-request capacity law `MRR(D) = floor(M / (S0 + D))` of hybrid-state engines,
   solving it exactly from read-back capacities, and the user's cap;
 - `cycle`: the draft + verify cycle time T(B, s), its MoE expert-coverage term (MoESD), the roofline
-  hinge, and the three linear forms (dense, moe, roofline) the fitted model chooses between;
+  hinge, and the linear forms (dense, moe, roofline, moe-roofline, kernel-switch) the fitted model chooses between;
 - `acceptance`: the acceptance length tau (tokens per cycle) from per-depth rates, and SGLang's draft
   tree (topk beam over num_steps levels, the num_draft_tokens - 1 best candidates verified) under the
   rank-probability model: P(accepted length >= j) per depth, which the model sums and the simulator draws;
