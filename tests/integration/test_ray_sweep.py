@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,7 +109,7 @@ async def test_a_ray_sweep_stores_the_same_cells_as_a_local_one_on_both_nodes(cl
 async def test_a_node_killed_mid_sweep_loses_only_unfinished_cells_and_each_cell_is_stored_once(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    killed: list[str] = []
+    killed: list[tuple[str, str]] = []  # (setting, node id)
     holder: dict[str, Any] = {}
 
     def kill_the_node_of_the_first_cell(done: CellDone) -> None:
@@ -117,7 +118,7 @@ async def test_a_node_killed_mid_sweep_loses_only_unfinished_cells_and_each_cell
         environment = holder["store"].run(holder["run_id"]).environment
         node_id = environment[f"node:{done.setting}:1"]["node_id"]
         node = next(n for n in cluster.worker_nodes if n.node_id == node_id)
-        killed.append(done.setting)
+        killed.append((done.setting, node_id))
         cluster.remove_node(node, allow_graceful=False)
 
     data = _config(tmp_path / "kill.db", "ray")
@@ -130,10 +131,20 @@ async def test_a_node_killed_mid_sweep_loses_only_unfinished_cells_and_each_cell
     assert outcome.status == "done" and outcome.missing == 0
     cells = _cells(sweep.store, run_id)
     assert len(cells) == len(set(cells)) == len(SETTINGS) * 3  # every cell, each exactly once
-    environment = sweep.store.run(run_id).environment
-    lost = [k for k in environment if k.startswith(f"lost:{killed[0]}:")]
-    assert lost, environment.keys()  # the loss is recorded with the setting
-    assert f"node:{killed[0]}:2" in environment  # and it ran again, on the surviving node
+    assert all(r.status == "done" for r in sweep.store.settings(run_id))
+    (setting, node_id), environment = killed[0], sweep.store.run(run_id).environment
+    # The driver kills the node when it stores the setting's first cell, which it may learn of late on a loaded
+    # host: by then the worker may have sent every cell (the loss then leaves none to measure again) or even
+    # ended the task (no loss). Whatever was not stored when the loss was found runs again on the other node.
+    lost = environment.get(f"lost:{setting}:1")  # absent: the task had ended before its node died
+    found = re.match(r"attempt 1 of 3, (\d) cell\(s\) not stored: \w+Error", lost or "")
+    assert lost is None or found, lost
+    unstored = int(found[1]) if found else 0
+    assert unstored < 3  # the first cell was stored before the kill and is kept
+    if unstored:
+        assert environment[f"node:{setting}:2"]["node_id"] != node_id  # it ran again, on the surviving node
+    assert (f"node:{setting}:2" in environment) == (unstored > 0)
+    assert not any(k.startswith(f"lost:{setting}:") for k in environment.keys() - {f"lost:{setting}:1"})
     assert not _servers()  # the killed node's server died with its worker
 
 

@@ -40,6 +40,7 @@ from specfrontier.metrics.window import cell_metrics
 from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import RunOutcome, Sweep, environment
 from specfrontier.search.planner import SearchPlanner
+from specfrontier.workloads.resolve import ResolvedWorkload
 
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 """Makes a Ray started here resolve its node address to the loopback address (Ray's own switch, read when
@@ -187,8 +188,7 @@ class RaySweep(Sweep):
         """Launch `setting` until its cells are stored, its own error ends it, or its attempts run out."""
         max_attempts = self.config.executor.max_attempts
         for attempt in range(1, max_attempts + 1):
-            todo = [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
-            if not todo:
+            if not self._todo(run_id, setting, levels):
                 return
             self.attempts[setting.name] = attempt
             stream = task.remote(
@@ -204,19 +204,33 @@ class RaySweep(Sweep):
                 async for ref in stream:
                     kind, payload = await ref
                     self._apply(run_id, setting, kind, payload, attempt)
+                    if kind == "finished":
+                        return  # the task's last message: a node lost after it costs the setting nothing
                 return
             except ray.exceptions.RayTaskError as exc:  # the setting's own error, raised on the worker
                 raise exc.as_instanceof_cause() from None
             except ray.exceptions.RayError as exc:  # the node or the worker was lost: re-launch what is missing
-                lost = f"attempt {attempt} of {max_attempts}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                missing = len(self._todo(run_id, setting, levels))
+                lost = (
+                    f"attempt {attempt} of {max_attempts}, {missing} cell(s) not stored: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+                )
                 self.store.merge_environment(run_id, f"lost:{setting.name}:{attempt}", lost)
+                if not missing:  # its node died after its last cell reached the driver, before the task ended
+                    self.store.update_setting(run_id, setting.name, status="done")  # its own "done" may be lost
+                    return
                 if attempt == max_attempts:
-                    missing = len([t for t in self._missing(run_id, setting) if levels is None or t[2] in levels])
                     self.store.update_setting(run_id, setting.name, status="failed", error=f"node lost ({lost})")
                     self._missing_count += missing
                     self._failed.append((setting.name, f"node lost ({lost})"))
                     if self.events.on_setting_failed:
                         self.events.on_setting_failed(setting, lost)
+
+    def _todo(
+        self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None
+    ) -> list[tuple[int, ResolvedWorkload, float]]:
+        """(repeat, workload, level) of `setting` not stored yet, of the levels it is measured at."""
+        return [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
 
     def _apply(self, run_id: str, setting: EngineSetting, kind: str, payload: Any, attempt: int) -> None:
         """One message of a task: stored (the driver is the only writer) and shown as progress."""

@@ -1,18 +1,22 @@
-"""The Ray executor's parts that need no cluster: refusals before anything is launched or written, and the
-recording store a Ray task writes to (tests/integration/test_ray_sweep.py runs a real local cluster)."""
+"""The Ray executor's parts that need no cluster: refusals before anything is launched or written, the
+recording store a Ray task writes to, and the driver's handling of a lost task at each moment a node can die,
+with a stand-in for Ray's task stream (tests/integration/test_ray_sweep.py runs a real local cluster)."""
 
 from __future__ import annotations
 
 import sys
+import types
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from builders import Cli
+from builders import Cli, steady_cell
 from specfrontier.config.load import parse_config
 from specfrontier.engines.registry import spec_of
 from specfrontier.errors import ConfigError
-from specfrontier.runs.distributed import RecordingStore, default_resources, settings_at_once
+from specfrontier.runs.distributed import RaySweep, RecordingStore, default_resources, settings_at_once
 from specfrontier.runs.sweep import open_sweep
 
 
@@ -88,3 +92,129 @@ def test_settings_at_once_is_what_the_cluster_holds_of_the_scarcest_resource() -
     assert settings_at_once(cluster, {"CPU": 1.0, "GPU": 4.0}) == 8
     assert settings_at_once(cluster, {"CPU": 16.0, "GPU": 1.0}) == 4  # CPUs run out first
     assert settings_at_once(cluster, {"slot": 1.0}) == 1  # nowhere yet: one waits in Ray's queue
+
+
+class _RayError(Exception):
+    """Ray's base error (a lost node or worker)."""
+
+
+class _RayTaskError(_RayError):
+    """An error the setting raised on its worker."""
+
+
+FAKE_RAY = types.SimpleNamespace(exceptions=types.SimpleNamespace(RayError=_RayError, RayTaskError=_RayTaskError))
+
+
+class _Launches:
+    """Ray's `task.remote` for `RaySweep._drive`: launch i streams `scripts[i]`'s messages, then raises a
+    lost node (`_RayError`) when the script ends in None; the cells each launch was told are done are kept."""
+
+    def __init__(self, *scripts: list[tuple[str, Any] | None]) -> None:
+        self.scripts = list(scripts)
+        self.told_done: list[set[tuple[str, str, int, int]]] = []
+
+    def remote(self, *args: Any) -> AsyncIterator[Awaitable[tuple[str, Any]]]:
+        self.told_done.append(set(args[5]))
+        return self._stream(self.scripts[len(self.told_done) - 1])
+
+    async def _stream(self, script: list[tuple[str, Any] | None]) -> AsyncIterator[Awaitable[tuple[str, Any]]]:
+        for message in script:
+            if message is None:
+                raise _RayError("Task failed because the node it was running on is dead or unavailable.")
+            yield self._ready(message)
+
+    @staticmethod
+    async def _ready(message: tuple[str, Any]) -> tuple[str, Any]:
+        return message
+
+
+def _node(node_id: str) -> tuple[str, Any]:
+    return ("node", {"node_id": node_id, "accelerators": {}, "gpus": []})
+
+
+def _cell(sweep: RaySweep, setting: str, c: int) -> tuple[str, Any]:
+    cell = {"setting_id": setting, "workload": sweep.workloads[0].key, "concurrency": c, "repeat": 0}
+    return ("record_cell", {**cell, "requests": steady_cell(c, 100), "counters": None, "acceptance_source": None})
+
+
+def _ray_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[RaySweep, str]:
+    monkeypatch.setitem(sys.modules, "ray", FAKE_RAY)  # what `prepare` imports: no Ray needed here
+    data = {
+        **_http_sim(tmp_path / "k.db"),
+        "concurrency": [1, 2, 4],
+        "repeats": 1,
+        "executor": {"kind": "ray", "max_attempts": 3},
+    }
+    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    assert isinstance(sweep, RaySweep)
+    sweep._missing_count, sweep._failed = 0, []  # what `run` starts from before it drives the settings
+    return sweep, run_id
+
+
+def _stored(sweep: RaySweep, run_id: str) -> list[tuple[str, int]]:
+    rows = sweep.store._db.execute("SELECT setting_id, concurrency FROM cell WHERE run_id=?", (run_id,)).fetchall()
+    return sorted((r[0], r[1]) for r in rows)  # every stored row, duplicates included
+
+
+async def test_a_node_lost_mid_setting_launches_it_again_for_its_unfinished_cells_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep, run_id = _ray_sweep(tmp_path, monkeypatch)
+    s2 = next(s for s in sweep.config.all_settings() if s.name == "s2")
+    marked_done = ("update_setting", {"setting_id": "s2", "status": "done"})
+    launches = _Launches(
+        [_node("a"), _cell(sweep, "s2", 1), None],
+        [_node("b"), _cell(sweep, "s2", 2), _cell(sweep, "s2", 4), marked_done, ("finished", (0, []))],
+    )
+    await sweep._drive(FAKE_RAY, launches, run_id, s2)
+    assert _stored(sweep, run_id) == [("s2", 1), ("s2", 2), ("s2", 4)]
+    assert [len(told) for told in launches.told_done] == [0, 1]  # the second launch skips the stored cell
+    environment = sweep.store.run(run_id).environment
+    assert environment["lost:s2:1"].startswith("attempt 1 of 3, 2 cell(s) not stored: _RayError: Task failed")
+    assert environment["node:s2:1"]["node_id"] == "a" and environment["node:s2:2"]["node_id"] == "b"
+    assert "lost:s2:2" not in environment and sweep.attempts["s2"] == 2
+
+
+async def test_a_node_lost_after_its_last_cell_reached_the_driver_launches_nothing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of a loaded host: the driver learns of a setting's first cell late and its node dies when
+    every cell has reached the driver but before the task ended (the server being stopped): the loss is
+    recorded with nothing left to measure, the setting is done, and there is no second launch."""
+    sweep, run_id = _ray_sweep(tmp_path, monkeypatch)
+    s2 = next(s for s in sweep.config.all_settings() if s.name == "s2")
+    launches = _Launches([_node("a"), _cell(sweep, "s2", 1), _cell(sweep, "s2", 2), _cell(sweep, "s2", 4), None])
+    await sweep._drive(FAKE_RAY, launches, run_id, s2)
+    assert len(launches.told_done) == 1 and _stored(sweep, run_id) == [("s2", 1), ("s2", 2), ("s2", 4)]
+    environment = sweep.store.run(run_id).environment
+    assert environment["lost:s2:1"].startswith("attempt 1 of 3, 0 cell(s) not stored: _RayError")
+    assert "node:s2:2" not in environment
+    assert {r.name: r.status for r in sweep.store.settings(run_id)}["s2"] == "done"  # its own "done" was lost
+    assert sweep._missing_count == 0 and not sweep._failed
+
+
+async def test_a_node_lost_after_the_setting_finished_is_no_loss_of_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep, run_id = _ray_sweep(tmp_path, monkeypatch)
+    s2 = next(s for s in sweep.config.all_settings() if s.name == "s2")
+    cells = [_cell(sweep, "s2", c) for c in (1, 2, 4)]
+    launches = _Launches([_node("a"), *cells, ("finished", (0, [])), None])
+    await sweep._drive(FAKE_RAY, launches, run_id, s2)
+    assert len(launches.told_done) == 1 and _stored(sweep, run_id) == [("s2", 1), ("s2", 2), ("s2", 4)]
+    assert not any(k.startswith("lost:") for k in sweep.store.run(run_id).environment)
+
+
+async def test_a_setting_whose_every_launch_loses_its_node_fails_with_its_unfinished_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep, run_id = _ray_sweep(tmp_path, monkeypatch)
+    s2 = next(s for s in sweep.config.all_settings() if s.name == "s2")
+    launches = _Launches([_node("a"), _cell(sweep, "s2", 1), None], [_node("b"), None], [_node("c"), None])
+    await sweep._drive(FAKE_RAY, launches, run_id, s2)
+    environment = sweep.store.run(run_id).environment
+    lost = [environment[f"lost:s2:{n}"].split(":")[0] for n in (1, 2, 3)]
+    assert lost == [f"attempt {n} of 3, 2 cell(s) not stored" for n in (1, 2, 3)]
+    assert [environment[f"node:s2:{n}"]["node_id"] for n in (1, 2, 3)] == ["a", "b", "c"]
+    assert sweep._missing_count == 2 and sweep._failed[0][0] == "s2"
+    assert {r.name: r.status for r in sweep.store.settings(run_id)}["s2"] == "failed"
