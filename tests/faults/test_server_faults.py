@@ -25,6 +25,7 @@ from aiohttp import web
 from tests.faults.conftest import (
     MatrixEntry,
     Rows,
+    checkpointed_run,
     cli,
     count_rows,
     json_report,
@@ -445,3 +446,26 @@ def test_bench_where_every_request_fails_exits_1(tmp_path: Path, matrix: MatrixE
     assert run_status(tmp_path / "b.db", run_id) == "failed"
     assert count_rows(tmp_path / "b.db").cells == 0
     matrix.rows(after=count_rows(tmp_path / "b.db"))
+
+
+def test_a_tool_stopped_after_a_settings_last_cell_leaves_it_done_after_resume(
+    tmp_path: Path, clean_rows: Rows, matrix: MatrixEntry
+) -> None:
+    store, run_id = checkpointed_run(tmp_path, sim_config(tmp_path / "s.db"))
+    # The state a kill, a crash or a lost Ray node leaves between storing a setting's last cell and marking
+    # the setting done: every cell stored, the setting still `running`, the run not finished.
+    Store(store).update_setting(run_id, "steps2", status="running")
+    Store(store).set_run_status(run_id, "incomplete")
+    kept = count_rows(store)
+    launches = _settings_launches(store, run_id)
+    resumed = _resume(tmp_path, store, run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert run_status(store, run_id) == "done"
+    assert _settings_status(store, run_id)["steps2"] == ("done", "")  # was left `running` before the fix
+    assert _settings_launches(store, run_id) == launches  # nothing missing: nothing launched again
+    _same_rows(count_rows(store), clean_rows)
+    matrix.rows(kept=kept, after=count_rows(store), clean=clean_rows)
+
+
+def _settings_launches(store: Path, run_id: str) -> dict[str, tuple[float | None, str | None]]:
+    return {s.name: (s.startup_s, s.log_path) for s in Store(store).settings(run_id)}

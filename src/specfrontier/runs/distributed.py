@@ -189,6 +189,7 @@ class RaySweep(Sweep):
         max_attempts = self.config.executor.max_attempts
         for attempt in range(1, max_attempts + 1):
             if not self._todo(run_id, setting, levels):
+                self._settle(run_id, setting, levels)
                 return
             self.attempts[setting.name] = attempt
             stream = task.remote(
@@ -217,7 +218,7 @@ class RaySweep(Sweep):
                 )
                 self.store.merge_environment(run_id, f"lost:{setting.name}:{attempt}", lost)
                 if not missing:  # its node died after its last cell reached the driver, before the task ended
-                    self.store.update_setting(run_id, setting.name, status="done")  # its own "done" may be lost
+                    self._settle(run_id, setting, levels)  # its own "done" may be lost with the node
                     return
                 if attempt == max_attempts:
                     self.store.update_setting(run_id, setting.name, status="failed", error=f"node lost ({lost})")

@@ -409,6 +409,18 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
+    def _settle(self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None) -> None:
+        """Mark `name` done when nothing of it is missing but it was left unfinished (`running`, `interrupted`,
+        or `pending` where its launch's own update was lost): the tool stopped (a kill, a signal, a crash, a
+        lost Ray node) after its last cell was stored and before the setting was marked done. Left so, a
+        finished setting read as unfinished in reports and to guided search after `--resume`. A failed one
+        keeps its failure, and one with a repeat still missing (an interleaved round) stays as it is."""
+        if any(levels is None or t[2] in levels for t in self._missing(run_id, setting)):
+            return
+        row = next((s for s in self.store.settings(run_id) if s.name == setting.name), None)
+        if row is not None and row.status not in ("done", "failed"):
+            self.store.update_setting(run_id, setting.name, status="done")
+
     async def _run_setting(
         self,
         run_id: str,
@@ -425,6 +437,8 @@ class Sweep:
         measurement, not the setting: it is recorded with the reference (`DRIFT_REFERENCE_KEY`)."""
         todo = [t for t in self._missing(run_id, setting, repeats) if levels is None or t[2] in levels]
         if not todo:
+            if not reference:
+                self._settle(run_id, setting, levels)
             return
         log_path = (
             self.log_dir / run_id / file_name_for(f"{setting.name}.reference" if reference else setting.name, ".log")

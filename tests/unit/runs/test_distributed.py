@@ -218,3 +218,33 @@ async def test_a_setting_whose_every_launch_loses_its_node_fails_with_its_unfini
     assert [environment[f"node:s2:{n}"]["node_id"] for n in (1, 2, 3)] == ["a", "b", "c"]
     assert sweep._missing_count == 2 and sweep._failed[0][0] == "s2"
     assert {r.name: r.status for r in sweep.store.settings(run_id)}["s2"] == "failed"
+
+
+def test_a_setting_left_unfinished_is_settled_only_once_every_repeat_of_its_levels_is_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Sweep._settle` (local and Ray sweeps alike): a setting left `running` is marked done on resume only when
+    nothing of it is missing; with a repeat still to measure (an interleaved round) it stays as it is."""
+    monkeypatch.setitem(sys.modules, "ray", FAKE_RAY)
+    data = {**_http_sim(tmp_path / "r.db"), "concurrency": [1, 2], "repeats": 2, "executor": {"kind": "ray"}}
+    sweep, run_id = open_sweep(parse_config(data), None, resume=None)
+    s2 = next(s for s in sweep.config.all_settings() if s.name == "s2")
+    sweep.store.update_setting(run_id, "s2", status="running")
+
+    def status() -> str:
+        return {r.name: r.status for r in sweep.store.settings(run_id)}["s2"]
+
+    for c in (1, 2):
+        kind, payload = _cell(sweep, "s2", c)
+        sweep._apply(run_id, s2, kind, payload, 1)
+    sweep._settle(run_id, s2)
+    assert status() == "running"  # repeat 1 is missing at both levels
+    kind, payload = _cell(sweep, "s2", 1)
+    sweep._apply(run_id, s2, kind, {**payload, "repeat": 1}, 1)
+    sweep._settle(run_id, s2)
+    assert status() == "running"  # C = 2 of repeat 1 still missing
+    sweep._settle(run_id, s2, levels=[1])
+    assert status() == "done"  # a search that asked for C = 1 alone has it all
+    sweep.store.update_setting(run_id, "s2", status="failed", error="server exited")
+    sweep._settle(run_id, s2, levels=[1])
+    assert status() == "failed"  # a failure is kept
