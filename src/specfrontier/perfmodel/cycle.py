@@ -92,7 +92,7 @@ class CycleModel:
     """kernel-switch only: (the most verified tokens per forward of a fitted cell below the switch, 0 if none;
     the fewest at or above it, inf if none). The fit cannot place the switch inside this gap."""
     switch_step: float = 0.0
-    """kernel-switch only: the relative step down the cells show at the switch (`_switch_step`)."""
+    """kernel-switch only: the relative step down the cells show at the switch (`_with_switch`)."""
 
     def determined(self, batch: int, params: SettingParams, overhead: bool = False) -> bool:
         """Whether the fitted cells determine T(B, setting) (and, with `overhead`, the turnaround O(B)): its
@@ -200,7 +200,6 @@ def shapes(form: str, rho: float | None) -> tuple[float | None, ...]:
         return RIDGE_GRID if rho is not None else ()
     if form == "kernel-switch":
         return SWITCH_GRID
-
     return (None,)
 
 
@@ -240,41 +239,32 @@ def fit_form(
     scale, null = null_space(rows) if dropped else ((), ())  # full column rank: every row is determined
     coefficients = tuple(float(c) for c in coef)
     model = CycleModel(form, shape, tuple(families), coefficients, kept_rho, groups, scale, null)
-    if form == "kernel-switch":
-        model = replace(model, switch_gap=_switch_gap(shape, observations))
-        model = replace(model, switch_step=_switch_step(model, observations))
-    return model, rms
+    return (_with_switch(model, observations) if form == "kernel-switch" else model), rms
 
 
-def _switch_step(model: CycleModel, observations: Sequence[CycleObservation]) -> float:
-    """The step the fitted switch makes in the cells' cost: at the fewest verified tokens at or above it, how
-    much less the cycle costs than the matrix-vector regime's line carried there, relative to the observed
-    cycle (mean over those cells); 0 where a regime rests on fewer than MIN_REGIME_TOKENS token counts (a
-    regime seen at one count has a cost of its own for those cells alone: AngelSlim #163, a switch putting
-    only the (4,4,16) tree at batch 64 above it, fitted the table to 3.7 % instead of 6.0 %, its per-token
-    cost 0)."""
-    assert model.shape is not None and model.switch_gap is not None
+def _with_switch(model: CycleModel, observations: Sequence[CycleObservation]) -> CycleModel:
+    """The fitted switch's gap among the cells' verified-token counts, and the step it makes in their cost: at
+    the fewest tokens at or above it, how much less the cycle costs than the matrix-vector regime's line
+    carried there, relative to the observed cycle (mean over those cells). The step is 0 where a regime rests
+    on fewer than MIN_REGIME_TOKENS token counts: a regime seen at one count has a cost of its own for those
+    cells alone (AngelSlim #163: a switch putting only the (4,4,16) tree at batch 64 above it fitted the table
+    to 3.7 % instead of 6.0 %, its per-token cost 0)."""
+    assert model.shape is not None
     tokens = {verified_tokens(o.batch, o.params.verified) for o in observations}
     below = [n for n in tokens if n < model.shape]
     above = [n for n in tokens if n >= model.shape]
+    gap = (max(below, default=0.0), min(above, default=math.inf))
     if len(below) < MIN_REGIME_TOKENS or len(above) < MIN_REGIME_TOKENS:
-        return 0.0
+        return replace(model, switch_gap=gap)
     names = term_names(model.form, model.families)
     matvec, matmul = (model.coefficients[names.index(n)] for n in VERIFY_TERM_NAMES["kernel-switch"])
-    first = min(above)
-    at = [o for o in observations if verified_tokens(o.batch, o.params.verified) == first]
-    return float(np.mean([(matvec - matmul) * first / o.cycle_ms for o in at]))
+    at = [o for o in observations if verified_tokens(o.batch, o.params.verified) == gap[1]]
+    step = float(np.mean([(matvec - matmul) * gap[1] / o.cycle_ms for o in at]))
+    return replace(model, switch_gap=gap, switch_step=step)
 
 
 MIN_REGIME_TOKENS = 2
 """The fewest distinct verified-token counts per forward each kernel regime's cells must span."""
-
-
-def _switch_gap(shape: float | None, observations: Sequence[CycleObservation]) -> tuple[float, float]:
-    assert shape is not None
-    tokens = [verified_tokens(o.batch, o.params.verified) for o in observations]
-    below = max((n for n in tokens if n < shape), default=0.0)
-    return below, min((n for n in tokens if n >= shape), default=math.inf)
 
 
 DETERMINED_TOL = 1e-6

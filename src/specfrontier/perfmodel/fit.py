@@ -68,10 +68,10 @@ SHARE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
 """Rank shares tried for a drafter whose trees were measured by throughput alone (no acceptance)."""
 FROM_THROUGHPUT = "fitted from throughput (no acceptance measured)"
 DISCRETE_SHAPES = ("kernel-switch",)
-SWITCH_STEP_FACTOR = 3.0
-"""How many times its training RMS the cost step at a fitted kernel switch must be for the form to be chosen."""
 """Forms whose shape is a threshold: the fit changes only where it passes an observed value, so a search
 between grid points finds nothing the grid did not."""
+SWITCH_STEP_FACTOR = 3.0
+"""How many times its training RMS the cost step at a fitted kernel switch must be for the form to be chosen."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,9 +254,9 @@ class FittedModel:
                     f"{far} steps beyond the fitted depths, farther than any held-out setting lay "
                     f"({self.calibration.reach})"
                 )
-            elif self.cycle.in_switch_gap(running_requests(concurrency, cap), params):
+            elif self.cycle.in_switch_gap(batch, params):
                 lo, hi = self.cycle.switch_gap or (0.0, math.inf)
-                tokens = running_requests(concurrency, cap) * params.verified
+                tokens = batch * params.verified
                 why = (
                     f"it verifies {tokens:g} tokens per forward, between the fitted cells' {lo:g} and {hi:g}, "
                     "where the kernel switch lies: which kernel runs it is not known"

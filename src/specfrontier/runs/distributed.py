@@ -40,7 +40,6 @@ from specfrontier.metrics.window import cell_metrics
 from specfrontier.runs.cell import CellDone
 from specfrontier.runs.sweep import RunOutcome, Sweep, environment
 from specfrontier.search.planner import SearchPlanner
-from specfrontier.workloads.resolve import ResolvedWorkload
 
 LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 """Makes a Ray started here resolve its node address to the loopback address (Ray's own switch, read when
@@ -226,12 +225,6 @@ class RaySweep(Sweep):
                     self._failed.append((setting.name, f"node lost ({lost})"))
                     if self.events.on_setting_failed:
                         self.events.on_setting_failed(setting, lost)
-
-    def _todo(
-        self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None
-    ) -> list[tuple[int, ResolvedWorkload, float]]:
-        """(repeat, workload, level) of `setting` not stored yet, of the levels it is measured at."""
-        return [t for t in self._missing(run_id, setting) if levels is None or t[2] in levels]
 
     def _apply(self, run_id: str, setting: EngineSetting, kind: str, payload: Any, attempt: int) -> None:
         """One message of a task: stored (the driver is the only writer) and shown as progress."""

@@ -409,13 +409,23 @@ class Sweep:
             if (setting.name, wl.key, c, repeat) not in done
         ]
 
+    def _todo(
+        self,
+        run_id: str,
+        setting: EngineSetting,
+        levels: Sequence[float] | None = None,
+        repeats: Sequence[int] | None = None,
+    ) -> list[tuple[int, ResolvedWorkload, float]]:
+        """`_missing` of `setting` at `levels` (all: None), the cells a launch of it is for."""
+        return [t for t in self._missing(run_id, setting, repeats) if levels is None or t[2] in levels]
+
     def _settle(self, run_id: str, setting: EngineSetting, levels: Sequence[float] | None = None) -> None:
-        """Mark `name` done when nothing of it is missing but it was left unfinished (`running`, `interrupted`,
+        """Mark `setting` done when nothing of it is missing but it was left unfinished (`running`, `interrupted`,
         or `pending` where its launch's own update was lost): the tool stopped (a kill, a signal, a crash, a
         lost Ray node) after its last cell was stored and before the setting was marked done. Left so, a
         finished setting read as unfinished in reports and to guided search after `--resume`. A failed one
         keeps its failure, and one with a repeat still missing (an interleaved round) stays as it is."""
-        if any(levels is None or t[2] in levels for t in self._missing(run_id, setting)):
+        if self._todo(run_id, setting, levels):
             return
         row = next((s for s in self.store.settings(run_id) if s.name == setting.name), None)
         if row is not None and row.status not in ("done", "failed"):
@@ -435,7 +445,7 @@ class Sweep:
         launched, warmed up and measured the same way, but the setting's row keeps what its own launch
         recorded (command, log, startup, capacity, first request, status), and a failure costs the drift
         measurement, not the setting: it is recorded with the reference (`DRIFT_REFERENCE_KEY`)."""
-        todo = [t for t in self._missing(run_id, setting, repeats) if levels is None or t[2] in levels]
+        todo = self._todo(run_id, setting, levels, repeats)
         if not todo:
             if not reference:
                 self._settle(run_id, setting, levels)
