@@ -50,6 +50,7 @@ from specfrontier.perfmodel.plateau import infer_capacity
 from specfrontier.perfmodel.types import ModelCell, Prediction, SettingParams
 from specfrontier.theory.acceptance import DEFAULT_RANK_SHARE
 from specfrontier.theory.capacity import with_user_cap
+from specfrontier.theory.cycle import verified_tokens
 from specfrontier.theory.throughput import (
     cycle_ms_from_aggregate,
     cycle_ms_from_rate,
@@ -256,7 +257,7 @@ class FittedModel:
                 )
             elif self.cycle.in_switch_gap(batch, params):
                 lo, hi = self.cycle.switch_gap or (0.0, math.inf)
-                tokens = batch * params.verified
+                tokens = verified_tokens(batch, params.verified)
                 why = (
                     f"it verifies {tokens:g} tokens per forward, between the fitted cells' {lo:g} and {hi:g}, "
                     "where the kernel switch lies: which kernel runs it is not known"

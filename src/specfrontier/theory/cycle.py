@@ -21,7 +21,7 @@ each the full cycle with some terms left out (and a drafter family's own draft c
     moe-roofline: ce * Ncov(n) / E + compute_token * max(0, n - n0)   rho known (model card), ridge on a grid
     kernel-switch: matvec_token * n * [n < L] + matmul_token * n * [n >= L]   switch L on a grid
 
-Trees make the last one necessary: a tree verifies D tokens per request (up to 64 and more), so at a small
+Trees make moe-roofline necessary: a tree verifies D tokens per request (up to 64 and more), so at a small
 batch the verified tokens already touch many more experts than a chain's (the MoE term), and at a large
 batch they pass the ridge (the roofline term); a chain space rarely shows both at once.
 
