@@ -10,6 +10,7 @@ from specfrontier.metrics.slo import slo_text
 from specfrontier.perfmodel.decide import NOT_SEPARATED
 from specfrontier.report.table_model import percent_1dp
 from specfrontier.traffic import DayFigures, TrafficAnswer
+from specfrontier.traffic.crossing import Flip
 
 DEFINITIONS = (
     "aggregate tok/s = output tokens per second of one server, all users together, weighted by the share of "
@@ -49,9 +50,14 @@ def _versus(f: DayFigures, best: DayFigures, answer: TrafficAnswer) -> str:
     return f"{diff:+.1f} {answer.objective_name} ({100 * rel:+.1f}%){within}"
 
 
+def _flips_text(flips: tuple[Flip, ...]) -> str:
+    return "; ".join(f.describe() for f in flips)
+
+
 def answer_line(answer: TrafficAnswer) -> str:
-    """What to deploy: the schedule only when it beats the best static setting beyond the model error; no
-    setting when the best static one's lead rests on predictions within their stated error."""
+    """What to deploy: the schedule only when it beats the best static setting beyond the model error and
+    whatever the order at the crossovers it rests on; no setting when the best static one's lead rests on
+    predictions within their stated error, or on where a measured order flips (`traffic.crossing`)."""
     best = answer.best
     if len(answer.settings) > 1 and _within_model_error(answer.settings[1], best):
         second = answer.settings[1]
@@ -60,12 +66,27 @@ def answer_line(answer: TrafficAnswer) -> str:
             f"answer: {NOT_SEPARATED} C = {', '.join(map(str, predicted))}: {best.name} leads {second.name} by "
             f"{_versus(best, second, answer)}, which rests on predicted levels within the model's stated error"
         )
+    if answer.unsettled:
+        second = answer.settings[1]
+        return (
+            f"answer: {NOT_SEPARATED} C = {', '.join(str(f.concurrency) for f in answer.unsettled)}: {best.name} "
+            f"leads {second.name} by {_versus(best, second, answer)}, but not if the order at those levels is the "
+            f"one measured on the side that favours {second.name} ({_flips_text(answer.unsettled)}: where it flips "
+            "rests on how each option's cost bends between them, which no cell measures)"
+        )
     sched = answer.schedule.figures
     if sched is not None and sched.objective > best.objective and answer.schedule.over_capacity > 0:
         return (
             f"answer: deploy {best.name} (static); the schedule's gain ({_versus(sched, best, answer)}) rests on "
             f"{100 * answer.schedule.over_capacity:.1f}% of the time above the capacity it runs with, where no "
             "cell measured it: measure it first (tune with verify_schedule: true, docs/schedules.md)"
+        )
+    if sched is not None and sched.objective > best.objective and answer.schedule.unsettled:
+        flips = answer.schedule.unsettled
+        return (
+            f"answer: deploy {best.name} (static); the schedule's gain ({_versus(sched, best, answer)}) rests on "
+            f"where the order flips ({_flips_text(flips)}), which no cell measures: "
+            f"measure C = {', '.join(str(f.concurrency) for f in flips)}"
         )
     if sched is not None and sched.objective > best.objective and not _within_model_error(sched, best):
         return (

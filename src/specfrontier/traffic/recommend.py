@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from specfrontier.analysis.summary import RunData
 from specfrontier.errors import ConfigError
 from specfrontier.metrics.slo import Slo
+from specfrontier.traffic.crossing import Flip, unsettled_lead
 from specfrontier.traffic.figures import (
     DayFigures,
     LevelFigure,
@@ -80,6 +81,8 @@ class ScheduleAnswer:
     over_capacity: float = 0.0
     """Share of the time at C above the capacity the schedule runs with (the deepest setting's): its figures
     there are the static cells of a setting whose capacity it does not have, so they say nothing about it."""
+    unsettled: tuple[Flip, ...] = ()
+    """The crossovers that can turn its gain over the best static setting (`traffic.crossing`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,8 @@ class TrafficAnswer:
     simulated: bool
     left_out: tuple[str, ...] = ()
     """Settings without figures for part of the profile (no evidence there, or a rate they cannot serve)."""
+    unsettled: tuple[Flip, ...] = ()
+    """The crossovers that can turn the best setting's lead over the second (`traffic.crossing`)."""
 
     @property
     def best(self) -> DayFigures:
@@ -225,6 +230,9 @@ def recommend_for(
         schedule = ScheduleAnswer(None, "", "no schedule: a rate profile runs each setting at its own concurrency")
     else:
         schedule = _schedule(evidence, source, profile.level_shares())
+    if schedule.figures is not None:
+        schedule = replace(schedule, unsettled=unsettled_lead(evidence, schedule.figures, ranked[0]))
+    unsettled = unsettled_lead(evidence, ranked[0], ranked[1]) if len(ranked) > 1 else ()
     predicted = any(f.predicted_share > 0 for f in (*ranked, *([schedule.figures] if schedule.figures else [])))
     model = source.model() if predicted else None
     return TrafficAnswer(
@@ -238,6 +246,7 @@ def recommend_for(
         model.describe if model is not None else None,
         bool(data.run.environment.get("simulated")),
         tuple(left_out),
+        unsettled,
     )
 
 

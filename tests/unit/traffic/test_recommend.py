@@ -22,6 +22,7 @@ from specfrontier.report.traffic import answer_line
 from specfrontier.schedules.choose import depth_schedule
 from specfrontier.store import Store
 from specfrontier.traffic import parse_peak, traffic_answer
+from specfrontier.traffic.crossing import Flip, unsettled_lead, worst_case
 from specfrontier.traffic.figures import DayFigures, LevelFigure
 from specfrontier.traffic.recommend import ScheduleAnswer
 
@@ -321,3 +322,83 @@ def test_a_lead_that_rests_on_predictions_within_their_error_names_no_setting(
     apart = DayFigures("b", (level(1, 50.0, False), level(3, 50.0, True)), False)
     assert answer_line(dataclasses.replace(answer, settings=(near, apart))).startswith("answer: deploy a")
     assert answer.model is not None and "stated error calibrated on its held-out errors" in answer.model
+
+
+def _flat(name: str, *levels: tuple[int, float, str, float, bool]) -> DayFigures:
+    """A setting's day figures by hand: (C, share, the setting run there, aggregate tok/s, predicted); a
+    prediction's stated error is 0.1 %, so no model-error band overlaps and only the crossover rule speaks."""
+    return DayFigures(
+        name,
+        tuple(LevelFigure(c, share, s, agg, None, None, p, 0.001 if p else None) for c, share, s, agg, p in levels),
+        False,
+    )
+
+
+def test_a_lead_resting_on_a_level_where_the_measured_order_flips_names_no_setting(
+    seed_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Issue 38, item 5 (traffic): the seed run measured s3 ahead of no-spec at C = 16 (1316.9 against 868.2
+    tok/s) and behind it at C = 32 (1322.0 against 1499.7). At C = 24 the model's order of the two is not a
+    measurement: the lead is judged with s3 at the ratio measured at C = 32, and a lead resting on C = 24
+    alone does not survive it."""
+    path, run_id = seed_run
+    store = Store(path, read_only=True)
+    data = load_run(store, run_id).complete_evidence()
+    ratio_32 = _agg(data, "s3", 32) / _agg(data, "no-spec", 32)
+    assert ratio_32 < 1 < _agg(data, "s3", 16) / _agg(data, "no-spec", 16)
+
+    answer = traffic_answer(store, run_id, _profile(tmp_path, {24: 1.0}))
+    assert answer.best.name == "s3" and answer.settings[1].name == "no-spec"
+    assert answer.unsettled == (Flip(24, 16, 32, "s3", "no-spec", pytest.approx(ratio_32)),)  # type: ignore[arg-type]
+
+    leader = _flat("s3", (24, 1.0, "s3", 1300.0, True))
+    second = _flat("no-spec", (24, 1.0, "no-spec", 1250.0, True))
+    worst, flips = worst_case(data, leader, second)
+    assert worst.aggregate_tok_s == pytest.approx(1250.0 * ratio_32)
+    assert unsettled_lead(data, leader, second) == flips
+    no_schedule = ScheduleAnswer(None, "", "no schedule")
+    tied = dataclasses.replace(answer, settings=(leader, second), schedule=no_schedule, unsettled=flips)
+    line = answer_line(tied)
+    assert line.startswith(f"answer: {NOT_SEPARATED} C = 24: s3 leads no-spec by +50.0 aggregate tok/s")
+    assert "C=24: the measured order of s3 and no-spec flips between C=16 and C=32" in line
+
+    # 60 % of the time at C = 1, where s3 leads by 3.2x as measured: the lead holds whatever the order at 24.
+    leader = _flat("s3", (1, 0.6, "s3", _agg(data, "s3", 1), False), (24, 0.4, "s3", 1300.0, True))
+    second = _flat("no-spec", (1, 0.6, "no-spec", _agg(data, "no-spec", 1), False), (24, 0.4, "no-spec", 1250.0, True))
+    assert unsettled_lead(data, leader, second) == ()
+    assert worst_case(data, leader, second)[0].objective > second.objective
+    kept = dataclasses.replace(answer, settings=(leader, second), schedule=no_schedule, unsettled=())
+    assert answer_line(kept) == "answer: deploy s3 (static)"
+
+
+def test_a_schedule_gain_resting_on_where_its_entries_order_flips_is_not_recommended(
+    seed_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The seed schedule runs s3 from batch 8 to 31 and s4 below; s4 and s3 are within 0.2 % at C = 16 and s3
+    leads by 10 % at C = 32. A profile at C = 1 and 24 gains only at 24, where the schedule runs s3 against
+    the static s4: not a gain the cells measure."""
+    path, run_id = seed_run
+    store = Store(path, read_only=True)
+    data = load_run(store, run_id).complete_evidence()
+    answer = traffic_answer(store, run_id, _profile(tmp_path, {1: 0.9, 24: 0.1}))
+    assert answer.best.name == "s4"
+    ratio_16 = _agg(data, "s3", 16) / _agg(data, "s4", 16)
+    assert ratio_16 < 1 < _agg(data, "s3", 32) / _agg(data, "s4", 32)
+    assert answer.schedule.unsettled == (Flip(24, 16, 32, "s3", "s4", pytest.approx(ratio_16)),)  # type: ignore[arg-type]
+
+    s4_1 = _agg(data, "s4", 1)
+    schedule = _flat("schedule", (1, 0.5, "s4", s4_1, False), (24, 0.5, "s3", 1330.0, True))
+    static = _flat("s4", (1, 0.5, "s4", s4_1, False), (24, 0.5, "s4", 1260.0, True))
+    flips = unsettled_lead(data, schedule, static)
+    assert [f.concurrency for f in flips] == [24]
+    gained = dataclasses.replace(
+        answer,
+        settings=(static,),
+        schedule=ScheduleAnswer(schedule, "batch 1-7: s4, batch 8-31: s3", "predicted", 0.0, flips),
+        unsettled=(),
+    )
+    line = answer_line(gained)
+    assert line.startswith("answer: deploy s4 (static); the schedule's gain (+35.0 aggregate tok/s")
+    assert line.endswith("which no cell measures: measure C = 24")
+    settled = dataclasses.replace(gained, schedule=dataclasses.replace(gained.schedule, unsettled=()))
+    assert answer_line(settled).startswith("answer: deploy the per-batch-size schedule")
