@@ -13,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+from specfrontier.analysis import load_run
 from specfrontier.config import WorkloadConfig
 from specfrontier.config.search import SearchConfig
 from specfrontier.engines.sglang import SGLangSetting
@@ -80,17 +81,19 @@ def test_replay_makes_the_choices_of_a_live_search(bench: ModuleType, tmp_path: 
     assert replay_obs.launches == live_obs.launches <= observe(store, grid_id).launches
 
 
-FIXTURE = BENCH / "spaces" / "llamacpp-ngram" / "store.db"
+FIXTURES = ("llamacpp-ngram", "llamacpp-ngram-quiet")
+"""The space measured on a shared, loaded machine and again on a quiet one (each folder's README)."""
 
 
-def _fixture() -> tuple[Store, str]:
-    store = Store(FIXTURE, read_only=True)
+def _fixture(name: str) -> tuple[Store, str]:
+    store = Store(BENCH / "spaces" / name / "store.db", read_only=True)
     (run,) = store.runs()
     return store, run.run_id
 
 
-def test_the_fixture_is_a_real_three_dimensional_space_measured_with_repeats() -> None:
-    store, run_id = _fixture()
+@pytest.mark.parametrize("name", FIXTURES)
+def test_the_fixture_is_a_real_three_dimensional_space_measured_with_repeats(name: str) -> None:
+    store, run_id = _fixture(name)
     run = store.run(run_id)
     assert run.engine == "llamacpp" and run.environment["simulated"] is False and run.status == "done"
     settings = store.settings(run_id)
@@ -102,9 +105,19 @@ def test_the_fixture_is_a_real_three_dimensional_space_measured_with_repeats() -
     assert cells == {(s.name, c, r) for s in settings for c in (1, 2, 4) for r in range(3)}
 
 
+def test_the_quiet_fixture_has_evidence_at_every_level() -> None:
+    """Measured alone on the machine, every level holds evidence cells (the loaded run had none at C = 4),
+    so a search's regret is judged at C = 4 too."""
+    store, run_id = _fixture("llamacpp-ngram-quiet")
+    data = load_run(store, run_id)
+    for c in (1, 2, 4):
+        evidence = [s for s in data.measured_settings() if (cell := data.cell(s, c)) and data.is_evidence(cell)]
+        assert len(evidence) >= 12, c
+
+
 @pytest.mark.slow
 def test_a_grid_replay_of_the_fixture_reads_every_cell_as_stored(bench: ModuleType, tmp_path: Path) -> None:
-    fixture, run_id = _fixture()
+    fixture, run_id = _fixture("llamacpp-ngram")
     store = Store(tmp_path / "replay.db")
     replay = bench.FixtureSweep(fixture, run_id).replay(store, SearchConfig())
     assert replay.outside == ()
@@ -112,8 +125,11 @@ def test_a_grid_replay_of_the_fixture_reads_every_cell_as_stored(bench: ModuleTy
 
 
 @pytest.mark.slow
-def test_guided_on_the_fixture_measures_only_stored_cells_with_every_repeat(bench: ModuleType, tmp_path: Path) -> None:
-    fixture, run_id = _fixture()
+@pytest.mark.parametrize("name", FIXTURES)
+def test_guided_on_the_fixture_measures_only_stored_cells_with_every_repeat(
+    bench: ModuleType, tmp_path: Path, name: str
+) -> None:
+    fixture, run_id = _fixture(name)
     sweep = bench.FixtureSweep(fixture, run_id)
     assert sweep.deepest() == 16
     store = Store(tmp_path / "replay.db")
@@ -131,9 +147,9 @@ def test_guided_on_the_fixture_measures_only_stored_cells_with_every_repeat(benc
 
 
 def test_a_level_with_no_evidence_cell_reads_nothing_to_find_not_a_regret(bench: ModuleType) -> None:
-    # The fixture's C = 4 cells are all "not evidence" (no steady state on the 2-core machine): there is no best
+    # The loaded fixture's C = 4 cells are all "not evidence" (no steady state on the 2-core machine): there is no best
     # the report would rank there, so a search that picked anything at C = 4 has no regret to report.
-    fixture, run_id = _fixture()
+    fixture, run_id = _fixture("llamacpp-ngram")
     truth, words = observe(fixture, run_id), bench.verdicts(fixture, run_id)
     assert bench.no_evidence_levels((1, 2, 4), words) == [4]
     baseline_only = dataclasses.replace(
