@@ -153,7 +153,16 @@ def test_a_bound_out_of_range_is_refused_before_any_server_starts(tmp_path: Path
 # -- a client that cannot keep up (issue 39, item 6) ----------------------------------------------------
 
 CLIENT_STARVED = (
-    "import sys, threading\n"
+    "import importlib, pkgutil, sys, threading\n"
+    "import specfrontier\n"
+    # Every module imported first: a starved import pays a GIL hand-off (up to the switch interval) at each
+    # file it reads, which on an idle 2-core host made the start alone take minutes (the hog's core free,
+    # it never yields early). The starvation is meant for the client, not the imports.
+    "for m in pkgutil.walk_packages(specfrontier.__path__, 'specfrontier.'):\n"
+    "    try:\n"
+    "        importlib.import_module(m.name)\n"
+    "    except Exception:\n"
+    "        pass\n"
     "def _hog():\n"
     "    while True:\n"
     "        pass\n"
@@ -166,7 +175,9 @@ CLIENT_STARVED = (
 def test_a_client_that_cannot_keep_up_is_not_evidence_and_the_run_exits_1(tmp_path: Path, matrix: MatrixEntry) -> None:
     store = tmp_path / "s.db"
     config = write_config(tmp_path / "tune.yaml", sim_config(store, repeats=1, max_client_lag_share=0.02))
-    done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path, timeout=240, before=CLIENT_STARVED)
+    # On an idle host the starved run takes minutes (217 s on 2 idle cores, 40 s beside a CI run: a busy host
+    # preempts the hog, so the client gets the GIL sooner): the timeout only guards against a hang.
+    done = cli("tune", "--config", str(config), "--quiet", cwd=tmp_path, timeout=540, before=CLIENT_STARVED)
     assert done.returncode == 1, done.stderr
     line = line_starting(done.stderr, "NO EVIDENCE:")
     assert "all 4 stored cell(s)" in line and "client could not keep up (repeat 1: " in line
