@@ -436,6 +436,10 @@ def test_bench_as_the_readme_shows_it_answers_every_level_of_a_server_whose_requ
         assert cell["repeats"] == 3 and len(cell["load"]) == 3
         sized = cell["load"][-1]
         assert "request lifetimes of 0.6" in sized["sized_by"], sized  # its level's own lifetime, ~0.6 s
-        assert sized["send_s"] >= (2 if c == 1 else 4) * 0.6 and sized["window_s"] >= sized["send_s"]
+        assert sized["send_s"] >= (2 if c == 1 else 4) * 0.6
+        # The deadline is read just before the first send is stamped and checked just after the last end is
+        # stamped, so the window may fall short of send_s by those event-loop turns (0.18 ms in a CI run), never
+        # by a request: 10 ms is far below the 0.6 s lifetime.
+        assert sized["window_s"] >= sized["send_s"] - 0.010, sized
     assert "How long each cell ran" in done.stdout and "8 request lifetimes of 0.6" in done.stdout
     matrix.rows(after=count_rows(store))
